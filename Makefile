@@ -1,0 +1,43 @@
+# kpbench — a test bench for Kubernetes Service proxying.
+#
+#   make bench   the main job: installs what it needs, runs the default benchmark, writes the report
+#   make test    the whole test suite (privileged tests need root; CI requires them)
+#   make build   ./bin/kpbench
+
+GO        ?= go
+BIN       := bin/kpbench
+OUT       ?= out/$(shell date -u +%Y%m%dT%H%M%SZ)
+TEST_FLAGS ?= -count=1 -timeout 25m
+COMMIT    := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS   := -X kpbench.dev/kpbench/internal/version.Commit=$(COMMIT)
+
+.PHONY: all deps build test lint fmt bench clean fuzz
+
+all: build
+
+## deps: install the Debian packages kpbench runs (idempotent)
+deps:
+	@bash hack/install-deps.sh
+
+## build: the kpbench binary at ./bin/kpbench
+build:
+	@mkdir -p bin
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/kpbench
+
+## test: vet, staticcheck and every test (privileged ones skip unless root)
+test: deps build lint
+	$(GO) test $(TEST_FLAGS) ./...
+
+## lint: gofmt, go vet, staticcheck
+lint:
+	@fmt_out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$fmt_out" ]; then echo "gofmt needed:"; echo "$$fmt_out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+## bench: the default benchmark, report in out/<timestamp>/
+bench: deps build
+	./$(BIN) bench --out $(OUT)
+
+clean:
+	rm -rf bin out

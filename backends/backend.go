@@ -1,0 +1,49 @@
+package backends
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// Backend programs one node's kernel for one proxy mode.
+type Backend interface {
+	// Name is the backend's name as users select it ("iptables", "nftables", ...).
+	Name() string
+	// Sync makes the kernel match desired. It receives the whole desired state and decides
+	// itself what to rewrite (full or partial). After an error the next Sync is full.
+	Sync(ctx context.Context, desired *State) (SyncResult, error)
+	// Cleanup removes everything this backend installed on the node.
+	Cleanup(ctx context.Context) error
+}
+
+// SyncResult describes one sync: what was written and what it cost.
+type SyncResult struct {
+	// Full is true when the whole ruleset was rewritten, false for a partial sync.
+	Full bool
+	// Generate is the wall time spent in our code building the rules; Apply the wall time
+	// of the kernel tool or netlink calls that wrote them.
+	Generate, Apply time.Duration
+	// ApplyCPU is the CPU time (user+system) of exec'd tools, when known.
+	ApplyCPU time.Duration
+	// Rules is the number of rules (or objects) written; Bytes the size of the input text.
+	Rules, Bytes int
+	// ChangedServices is the number of service ports whose rules were rewritten.
+	ChangedServices int
+}
+
+func sortEndpoints(eps []Endpoint) {
+	slices.SortFunc(eps, func(a, b Endpoint) int {
+		if c := a.IP.Compare(b.IP); c != 0 {
+			return c
+		}
+		return int(a.Port) - int(b.Port)
+	})
+}
+
+// SortEndpoints sorts endpoints by IP, then port: the order of endpoint rules.
+func SortEndpoints(eps []Endpoint) { sortEndpoints(eps) }
+
+// ContainsAddr reports whether addrs holds a.
+func ContainsAddr(addrs []netip.Addr, a netip.Addr) bool { return slices.Contains(addrs, a) }

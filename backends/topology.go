@@ -1,0 +1,70 @@
+package backends
+
+// Categorized is the outcome of CategorizeEndpoints: which endpoints the cluster-wide and
+// the node-local paths of a service port use, as kube-proxy's CategorizeEndpoints decides.
+type Categorized struct {
+	// Cluster are the endpoints for traffic with Cluster policy (nil: that path is unused).
+	Cluster []Endpoint
+	// Local are the endpoints for traffic with Local policy (nil: that path is unused).
+	Local []Endpoint
+	// All is the union of Cluster and Local (every endpoint that gets a chain), sorted.
+	All []Endpoint
+	// HasAnyEndpoints is true when the port has endpoints that could take traffic at all,
+	// before policy filtering; false means "reject" rather than "drop".
+	HasAnyEndpoints bool
+}
+
+// usable returns the endpoints traffic may go to: the ready ones, or, when none is ready,
+// those both serving and terminating (kube-proxy's terminating fallback).
+func usable(eps []Endpoint, keep func(Endpoint) bool) []Endpoint {
+	var ready, fallback []Endpoint
+	for _, ep := range eps {
+		if !keep(ep) {
+			continue
+		}
+		if ep.Ready {
+			ready = append(ready, ep)
+		} else if ep.Serving && ep.Terminating {
+			fallback = append(fallback, ep)
+		}
+	}
+	if len(ready) > 0 {
+		return ready
+	}
+	return fallback
+}
+
+// CategorizeEndpoints splits a service port's endpoints into the cluster-wide and local sets,
+// applying readiness (ready first, else serving and terminating) and traffic policies.
+// Topology hints are not modelled.
+func CategorizeEndpoints(sp *ServicePort) Categorized {
+	any := func(Endpoint) bool { return true }
+	local := func(ep Endpoint) bool { return ep.IsLocal }
+	var c Categorized
+	needCluster := !sp.InternalPolicyLocal || (sp.ExternallyAccessible() && !sp.ExternalPolicyLocal)
+	needLocal := sp.InternalPolicyLocal || sp.UsesLocalExternal()
+	if needCluster {
+		c.Cluster = usable(sp.Endpoints, any)
+		if c.Cluster == nil {
+			c.Cluster = []Endpoint{}
+		}
+	}
+	if needLocal {
+		c.Local = usable(sp.Endpoints, local)
+		if c.Local == nil {
+			c.Local = []Endpoint{}
+		}
+	}
+	c.HasAnyEndpoints = len(usable(sp.Endpoints, any)) > 0
+	seen := map[Endpoint]bool{}
+	for _, set := range [][]Endpoint{c.Cluster, c.Local} {
+		for _, ep := range set {
+			if !seen[ep] {
+				seen[ep] = true
+				c.All = append(c.All, ep)
+			}
+		}
+	}
+	sortEndpoints(c.All)
+	return c
+}

@@ -1,0 +1,69 @@
+//go:build linux
+
+package netns
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+)
+
+// Command describes one external tool run inside a namespace.
+type Command struct {
+	// Path is the program, looked up in PATH when it has no slash.
+	Path string
+	// Args are the arguments after the program name.
+	Args []string
+	// Stdin, when not nil, is written to the program's standard input.
+	Stdin []byte
+	// Env is added to the process environment (KEY=VALUE), e.g. XTABLES_LOCKFILE.
+	Env []string
+}
+
+// String renders the command line, for error messages.
+func (c Command) String() string {
+	return fmt.Sprint(append([]string{c.Path}, c.Args...))
+}
+
+// Result is what a Command printed and how it ended.
+type Result struct {
+	Stdout, Stderr []byte
+}
+
+// Exec runs cmd inside the namespace at nsPath and waits for it. The child inherits the
+// namespace of the locked thread that forks it. A non-zero exit is an error that carries
+// the tool's stderr.
+//
+// Equivalent to: `ip netns exec $ns $cmd`.
+func Exec(ctx context.Context, nsPath string, cmd Command) (Result, error) {
+	var res Result
+	err := Do(nsPath, func() error {
+		var err error
+		res, err = execHere(ctx, cmd)
+		return err
+	})
+	return res, err
+}
+
+// execHere runs cmd in the calling thread's namespace.
+func execHere(ctx context.Context, cmd Command) (Result, error) {
+	if err := Guard(); err != nil {
+		return Result{}, fmt.Errorf("%s: %w", cmd, err)
+	}
+	c := exec.CommandContext(ctx, cmd.Path, cmd.Args...)
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	if cmd.Stdin != nil {
+		c.Stdin = bytes.NewReader(cmd.Stdin)
+	}
+	if len(cmd.Env) > 0 {
+		c.Env = append(c.Environ(), cmd.Env...)
+	}
+	err := c.Run()
+	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	if err != nil {
+		return res, fmt.Errorf("%s: %w: %s", cmd, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return res, nil
+}

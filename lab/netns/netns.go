@@ -1,0 +1,277 @@
+//go:build linux
+
+// Package netns is the one careful place where kpbench enters network namespaces.
+//
+// A network namespace belongs to an OS thread, not to a goroutine. The rules this package
+// follows, and that every caller must respect:
+//
+//   - A function that must run inside a namespace runs on a goroutine locked to its OS thread
+//     (runtime.LockOSThread) that has switched with setns(2). Goroutines it starts do NOT
+//     inherit the namespace.
+//   - Sockets created while the thread is inside a namespace stay in that namespace for their
+//     whole life, so listeners and probe sockets may be served by ordinary goroutines afterwards.
+//   - Processes started (fork/exec) from such a thread inherit its namespace. That is how
+//     iptables-restore, nft and ipset are run inside a node.
+//   - Files under /proc/sys/net opened from such a thread belong to the namespace.
+//   - If a thread cannot be switched back to the namespace it came from, it is never unlocked:
+//     the goroutine exits while locked and the Go runtime destroys the thread.
+//
+// Named namespaces live at /run/netns/<name> (the iproute2 convention), so `ip netns exec`
+// works on them too.
+package netns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	vnetns "github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Dir is where named network namespaces are bind-mounted (iproute2's convention).
+const Dir = "/run/netns"
+
+// Prefix starts the name of every namespace and link that kpbench creates, so that leftovers
+// of crashed runs can be found and swept.
+const Prefix = "kpb"
+
+// ErrRootNamespace is returned by Guard when the calling thread is in the host's initial
+// network namespace, where lab traffic would leave the machine.
+var ErrRootNamespace = errors.New("refusing to send: thread is in the host's root network namespace, not in a lab namespace")
+
+// Path returns the bind-mount path of the named namespace.
+func Path(name string) string { return filepath.Join(Dir, name) }
+
+// Create makes a new named network namespace and returns its path. The calling thread's
+// namespace is not changed. The loopback interface of the new namespace is still down.
+//
+// Equivalent to: `ip netns add $name`.
+func Create(name string) (string, error) {
+	if !strings.HasPrefix(name, Prefix) {
+		return "", fmt.Errorf("create netns %q: name must start with %q", name, Prefix)
+	}
+	if err := os.MkdirAll(Dir, 0o755); err != nil {
+		return "", fmt.Errorf("create netns %q: %w", name, err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := vnetns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("create netns %q: get current: %w", name, err)
+			return
+		}
+		defer orig.Close()
+		h, err := vnetns.NewNamed(name) // unshares this thread into the new namespace
+		if err != nil {
+			// NewNamed may have left the thread in a new namespace; restore or let it die.
+			if vnetns.Set(orig) == nil {
+				runtime.UnlockOSThread()
+			}
+			errc <- fmt.Errorf("create netns %q: %w", name, err)
+			return
+		}
+		h.Close()
+		if err := vnetns.Set(orig); err != nil {
+			errc <- fmt.Errorf("create netns %q: restore thread namespace: %w", name, err)
+			return // thread stays locked and dies with this goroutine
+		}
+		runtime.UnlockOSThread()
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		return "", err
+	}
+	return Path(name), nil
+}
+
+// Delete unmounts and removes a named namespace. The kernel frees the namespace once no
+// process, socket or handle refers to it any more. Deleting a namespace that does not exist
+// is not an error.
+//
+// Equivalent to: `ip netns delete $name`.
+func Delete(name string) error {
+	p := Path(name)
+	if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("delete netns %q: unmount: %w", name, err)
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("delete netns %q: %w", name, err)
+	}
+	return nil
+}
+
+// List returns the names of the named namespaces under Dir that start with prefix.
+func List(prefix string) ([]string, error) {
+	entries, err := os.ReadDir(Dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list netns: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+// Do runs fn on a locked OS thread that has entered the namespace at nsPath, and waits for
+// it. Goroutines started by fn do not run in the namespace. Processes exec'd by fn do.
+// If the thread cannot return to its original namespace it is destroyed, never reused.
+func Do(nsPath string, fn func() error) error {
+	target, err := vnetns.GetFromPath(nsPath)
+	if err != nil {
+		return fmt.Errorf("open netns %s: %w", nsPath, err)
+	}
+	defer target.Close()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := vnetns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("netns %s: get current: %w", nsPath, err)
+			return
+		}
+		defer orig.Close()
+		if err := vnetns.Set(target); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("enter netns %s: %w", nsPath, err)
+			return
+		}
+		ferr := fn()
+		if err := vnetns.Set(orig); err != nil {
+			errc <- errors.Join(ferr, fmt.Errorf("leave netns %s: %w", nsPath, err))
+			return // stays locked: the runtime destroys this thread
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// Worker is a goroutine locked to an OS thread inside one namespace for its whole life. It
+// runs submitted functions one at a time, so hot paths (probes, sysctls) pay for setns once.
+// The thread is never returned to the scheduler: when the worker stops, the thread dies.
+type Worker struct {
+	nsPath string
+	jobs   chan func()
+	done   chan struct{}
+}
+
+// StartWorker starts a worker inside the namespace at nsPath.
+func StartWorker(nsPath string) (*Worker, error) {
+	target, err := vnetns.GetFromPath(nsPath)
+	if err != nil {
+		return nil, fmt.Errorf("open netns %s: %w", nsPath, err)
+	}
+	w := &Worker{nsPath: nsPath, jobs: make(chan func()), done: make(chan struct{})}
+	ready := make(chan error, 1)
+	go func() {
+		defer close(w.done)
+		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
+		err := vnetns.Set(target)
+		target.Close()
+		if err != nil {
+			ready <- fmt.Errorf("enter netns %s: %w", nsPath, err)
+			return
+		}
+		ready <- nil
+		for job := range w.jobs {
+			job()
+		}
+	}()
+	if err := <-ready; err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Run executes fn on the worker's thread and waits for it, or for ctx to end first (in which
+// case fn may still run later, and its result is dropped).
+func (w *Worker) Run(ctx context.Context, fn func() error) error {
+	errc := make(chan error, 1)
+	job := func() { errc <- fn() }
+	select {
+	case w.jobs <- job:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.done:
+		return fmt.Errorf("netns worker %s stopped", w.nsPath)
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stop ends the worker after the job it is running, and destroys its thread.
+func (w *Worker) Stop() {
+	select {
+	case <-w.done:
+	default:
+		close(w.jobs)
+		<-w.done
+	}
+}
+
+// InRootNamespace reports whether the calling thread is in the host's initial network
+// namespace (the one of PID 1). When it cannot tell, it answers true, so that callers that
+// guard sends fail closed.
+func InRootNamespace() bool {
+	var self, root unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &self); err != nil {
+		return true
+	}
+	if err := unix.Stat("/proc/1/ns/net", &root); err != nil {
+		return true
+	}
+	return self.Ino == root.Ino && self.Dev == root.Dev
+}
+
+// Guard returns ErrRootNamespace when the calling thread is in the host's root namespace.
+// Every probe and client calls it, on the thread that owns its socket, before sending.
+func Guard() error {
+	if InRootNamespace() {
+		return ErrRootNamespace
+	}
+	return nil
+}
+
+// LoopbackUp brings up the loopback interface of the namespace at nsPath (a fresh namespace
+// has it down, and IPVS refuses real servers until it is up).
+//
+// Equivalent to: `ip -n $ns link set lo up`.
+func LoopbackUp(nsPath string) error {
+	h, err := vnetns.GetFromPath(nsPath)
+	if err != nil {
+		return fmt.Errorf("open netns %s: %w", nsPath, err)
+	}
+	defer h.Close()
+	nl, err := netlink.NewHandleAt(h)
+	if err != nil {
+		return fmt.Errorf("netlink handle in %s: %w", nsPath, err)
+	}
+	defer nl.Close()
+	lo, err := nl.LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("lo in %s: %w", nsPath, err)
+	}
+	if err := nl.LinkSetUp(lo); err != nil {
+		return fmt.Errorf("lo up in %s: %w", nsPath, err)
+	}
+	return nil
+}
