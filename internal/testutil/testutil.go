@@ -8,6 +8,7 @@ package testutil
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
@@ -57,12 +58,13 @@ func RandomID(t testing.TB, n int) string {
 	return hex.EncodeToString(b)[:n]
 }
 
-// NewNetNS creates a throwaway named namespace `kpb-t<random>` with loopback up, and
-// removes it in t.Cleanup. It needs root.
+// NewNetNS creates a throwaway named namespace `kpbt<pid>-<random>` with loopback up, and
+// removes it in t.Cleanup. It needs root. The owner pid in the name lets
+// `kpbench lab down --all` sweep namespaces of test binaries that crashed, and only those.
 func NewNetNS(t testing.TB) (name, path string) {
 	t.Helper()
 	RequireRoot(t)
-	name = "kpb-t" + RandomID(t, 8)
+	name = fmt.Sprintf("%s%d-%s", netns.TestPrefix, os.Getpid(), RandomID(t, 6))
 	path, err := netns.Create(name)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = netns.Delete(name) })

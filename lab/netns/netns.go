@@ -41,6 +41,10 @@ const Dir = "/run/netns"
 // of crashed runs can be found and swept.
 const Prefix = "kpb"
 
+// TestPrefix starts the names of throwaway namespaces made by tests: `kpbt<pid>-<random>`.
+// Lab namespaces are `kpb-<lab>-<host>`; the two forms never collide.
+const TestPrefix = "kpbt"
+
 // ErrRootNamespace is returned by Guard when the calling thread is in the host's initial
 // network namespace, where lab traffic would leave the machine.
 var ErrRootNamespace = errors.New("refusing to send: thread is in the host's root network namespace, not in a lab namespace")
