@@ -1,0 +1,484 @@
+package yamlpos
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// UnknownFieldFunc is called for a mapping key that matches no field of the target type.
+// path is the key's path relative to the document; key and value are the YAML nodes.
+type UnknownFieldFunc func(path *field.Path, key, value *yaml.Node)
+
+// Decoder fills Go values from YAML documents. The zero value is strict: an unknown field
+// is an error.
+//
+// Field names come from `json` tags (the names Kubernetes types use; fields tagged "-"
+// are never decoded, anonymous struct fields without a name are inlined as encoding/json
+// does). Matching is case-sensitive. Scalars must have the YAML type of the Go field:
+// `port: "80"` into an int32 is an error, as is `name: 80` into a string (as the
+// Kubernetes API server does). A type that implements json.Unmarshaler (such as
+// intstr.IntOrString or resource.Quantity) receives its value converted to JSON. A field
+// of type *yaml.Node receives the node itself, for callers that decode it later. A null
+// value leaves the field untouched. Merge keys (`<<`) are not supported.
+type Decoder struct {
+	// OnUnknownField, when set, is called for each unknown field instead of reporting an
+	// error (lenient decoding).
+	OnUnknownField UnknownFieldFunc
+}
+
+// Decode decodes doc strictly into v (a non-nil pointer). It returns Errors listing every
+// problem found, or nil.
+func Decode(doc *Doc, v any) error { return Decoder{}.Decode(doc, v) }
+
+// Decode decodes doc into v (a non-nil pointer). It returns Errors listing every problem
+// found, or nil; v holds whatever could be decoded.
+func (dc Decoder) Decode(doc *Doc, v any) error {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return fmt.Errorf("yamlpos: Decode needs a non-nil pointer, got %T", v)
+	}
+	d := &decoder{doc: doc, unknown: dc.OnUnknownField, budget: maxNodes}
+	d.value(doc.Node, nil, rv.Elem())
+	return d.errs.Err()
+}
+
+// decoder holds the state of one Decode call.
+type decoder struct {
+	doc     *Doc
+	unknown UnknownFieldFunc
+	errs    Errors
+	budget  int
+}
+
+func (d *decoder) errorf(n *yaml.Node, path *field.Path, format string, args ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	d.errs = append(d.errs, &Error{File: d.doc.File, Line: line, Field: d.doc.FieldString(path.String()), Msg: fmt.Sprintf(format, args...)})
+}
+
+var (
+	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	yamlNodePtrType     = reflect.TypeFor[*yaml.Node]()
+)
+
+// value decodes n into v (settable).
+func (d *decoder) value(n *yaml.Node, path *field.Path, v reflect.Value) {
+	d.budget--
+	if d.budget < 0 {
+		if d.budget == -1 {
+			d.errorf(n, path, "document too large or too many aliases (more than %d values)", maxNodes)
+		}
+		return
+	}
+	if v.Type() == yamlNodePtrType {
+		v.Set(reflect.ValueOf(n))
+		return
+	}
+	if n.Kind == yaml.AliasNode {
+		target := resolveAlias(n)
+		if target == nil {
+			d.errorf(n, path, "alias nested too deeply")
+			return
+		}
+		// Keep the alias's line for errors at this level: that is where the user looks.
+		n = target
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return
+	}
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		d.value(n, path, v.Elem())
+		return
+	}
+	if reflect.PointerTo(v.Type()).Implements(jsonUnmarshalerType) {
+		d.unmarshalJSON(n, path, v.Addr().Interface().(json.Unmarshaler))
+		return
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		d.structValue(n, path, v)
+	case reflect.Map:
+		d.mapValue(n, path, v)
+	case reflect.Slice:
+		d.sliceValue(n, path, v)
+	case reflect.Interface:
+		x, err := toGeneric(n, &d.budget)
+		if err != nil {
+			d.errorf(n, path, "%v", err)
+			return
+		}
+		if x != nil {
+			v.Set(reflect.ValueOf(x))
+		}
+	default:
+		d.scalar(n, path, v)
+	}
+}
+
+func (d *decoder) unmarshalJSON(n *yaml.Node, path *field.Path, u json.Unmarshaler) {
+	x, err := toGeneric(n, &d.budget)
+	if err != nil {
+		d.errorf(n, path, "%v", err)
+		return
+	}
+	raw, err := json.Marshal(x)
+	if err != nil {
+		d.errorf(n, path, "cannot convert to JSON: %v", err)
+		return
+	}
+	if err := u.UnmarshalJSON(raw); err != nil {
+		d.errorf(n, path, "Invalid value: %s: %v", describe(n), err)
+	}
+}
+
+// fieldInfo locates one decodable struct field.
+type fieldInfo struct {
+	index []int
+	depth int
+}
+
+// structFields returns the fields of t by their JSON names, inlining anonymous structs
+// and `json:",inline"` fields; a shallower field wins over an inlined one.
+func structFields(t reflect.Type) map[string]fieldInfo {
+	out := map[string]fieldInfo{}
+	var walk func(t reflect.Type, prefix []int, depth int)
+	walk = func(t reflect.Type, prefix []int, depth int) {
+		if depth > 10 {
+			return
+		}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag := f.Tag.Get("json")
+			if tag == "-" {
+				continue
+			}
+			name, opts, _ := strings.Cut(tag, ",")
+			idx := append(append([]int(nil), prefix...), i)
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			inline := name == "" && (f.Anonymous || strings.Contains(","+opts+",", ",inline,")) && ft.Kind() == reflect.Struct
+			if inline {
+				walk(ft, idx, depth+1)
+				continue
+			}
+			if !f.IsExported() {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			if old, ok := out[name]; ok && old.depth <= depth {
+				continue
+			}
+			out[name] = fieldInfo{index: idx, depth: depth}
+		}
+	}
+	walk(t, nil, 0)
+	return out
+}
+
+// fieldByIndex is reflect.Value.FieldByIndex that allocates nil embedded pointers.
+func fieldByIndex(v reflect.Value, index []int) reflect.Value {
+	for i, x := range index {
+		if i > 0 && v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				v.Set(reflect.New(v.Type().Elem()))
+			}
+			v = v.Elem()
+		}
+		v = v.Field(x)
+	}
+	return v
+}
+
+func (d *decoder) structValue(n *yaml.Node, path *field.Path, v reflect.Value) {
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "Invalid value: %s: expected a mapping (an object with fields)", describe(n))
+		return
+	}
+	fields := structFields(v.Type())
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if !d.key(k, path) {
+			continue
+		}
+		p := path.Child(k.Value)
+		if first, dup := seen[k.Value]; dup {
+			d.errorf(k, p, "Duplicate value: field already set at line %d", first)
+			continue
+		}
+		seen[k.Value] = k.Line
+		fi, ok := fields[k.Value]
+		if !ok {
+			if d.unknown != nil {
+				d.unknown(p, k, val)
+				continue
+			}
+			d.errorf(k, p, "unknown field%s", suggest(k.Value, fields))
+			continue
+		}
+		d.value(val, p, fieldByIndex(v, fi.index))
+	}
+}
+
+// key checks that a mapping key is a plain scalar (not a merge key or a complex key).
+func (d *decoder) key(k *yaml.Node, path *field.Path) bool {
+	if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
+		d.errorf(k, path, "merge keys (<<) are not supported")
+		return false
+	}
+	if k.Kind != yaml.ScalarNode {
+		d.errorf(k, path, "mapping keys must be scalars")
+		return false
+	}
+	return true
+}
+
+// suggest returns ` (did you mean "x"?)` when a field differs from name only by case.
+func suggest(name string, fields map[string]fieldInfo) string {
+	for f := range fields {
+		if strings.EqualFold(f, name) {
+			return fmt.Sprintf(" (did you mean %q?)", f)
+		}
+	}
+	return ""
+}
+
+func (d *decoder) mapValue(n *yaml.Node, path *field.Path, v reflect.Value) {
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "Invalid value: %s: expected a mapping", describe(n))
+		return
+	}
+	if v.Type().Key().Kind() != reflect.String {
+		d.errorf(n, path, "internal error: map key type %s is not a string", v.Type().Key())
+		return
+	}
+	if v.IsNil() {
+		v.Set(reflect.MakeMap(v.Type()))
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if !d.key(k, path) {
+			continue
+		}
+		p := path.Key(k.Value)
+		if first, dup := seen[k.Value]; dup {
+			d.errorf(k, p, "Duplicate value: key already set at line %d", first)
+			continue
+		}
+		seen[k.Value] = k.Line
+		elem := reflect.New(v.Type().Elem()).Elem()
+		d.value(val, p, elem)
+		v.SetMapIndex(reflect.ValueOf(k.Value).Convert(v.Type().Key()), elem)
+	}
+}
+
+func (d *decoder) sliceValue(n *yaml.Node, path *field.Path, v reflect.Value) {
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n, path, "Invalid value: %s: expected a list", describe(n))
+		return
+	}
+	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+	for i, item := range n.Content {
+		d.value(item, path.Index(i), s.Index(i))
+	}
+	v.Set(s)
+}
+
+func (d *decoder) scalar(n *yaml.Node, path *field.Path, v reflect.Value) {
+	if n.Kind != yaml.ScalarNode {
+		d.errorf(n, path, "Invalid value: %s: expected %s", describe(n), kindName(v.Kind()))
+		return
+	}
+	tag := n.ShortTag()
+	bad := func() { d.errorf(n, path, "Invalid value: %s: expected %s", describe(n), kindName(v.Kind())) }
+	switch v.Kind() {
+	case reflect.String:
+		if tag != "!!str" {
+			bad()
+			return
+		}
+		v.SetString(n.Value)
+	case reflect.Bool:
+		var b bool
+		if tag != "!!bool" || n.Decode(&b) != nil {
+			bad()
+			return
+		}
+		v.SetBool(b)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		var i int64
+		if tag != "!!int" || n.Decode(&i) != nil {
+			bad()
+			return
+		}
+		if v.OverflowInt(i) {
+			d.errorf(n, path, "Invalid value: %d: out of range for a %d-bit integer", i, v.Type().Bits())
+			return
+		}
+		v.SetInt(i)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		var u uint64
+		if tag != "!!int" || n.Decode(&u) != nil {
+			bad()
+			return
+		}
+		if v.OverflowUint(u) {
+			d.errorf(n, path, "Invalid value: %d: out of range for a %d-bit unsigned integer", u, v.Type().Bits())
+			return
+		}
+		v.SetUint(u)
+	case reflect.Float32, reflect.Float64:
+		var f float64
+		if (tag != "!!int" && tag != "!!float") || n.Decode(&f) != nil {
+			bad()
+			return
+		}
+		if v.OverflowFloat(f) && !math.IsInf(f, 0) {
+			d.errorf(n, path, "Invalid value: %v: out of range", f)
+			return
+		}
+		v.SetFloat(f)
+	default:
+		d.errorf(n, path, "internal error: cannot decode into %s", v.Type())
+	}
+}
+
+// kindName names what a Go kind expects, for messages.
+func kindName(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean (true or false)"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	default:
+		return "a " + k.String()
+	}
+}
+
+// describe prints a node for an error message: a scalar as its value (strings quoted),
+// anything else by its kind.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		v := n.Value
+		if len(v) > 60 {
+			v = v[:57] + "..."
+		}
+		if n.ShortTag() == "!!str" {
+			return fmt.Sprintf("%q", v)
+		}
+		return v
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	default:
+		return "a value"
+	}
+}
+
+// toGeneric converts a node to the values encoding/json produces (map[string]any, []any,
+// string, int64, float64, bool, nil), counting visited nodes against budget.
+func toGeneric(n *yaml.Node, budget *int) (any, error) {
+	*budget--
+	if *budget < 0 {
+		return nil, fmt.Errorf("document too large or too many aliases (more than %d values)", maxNodes)
+	}
+	if n.Kind == yaml.AliasNode {
+		n = resolveAlias(n)
+		if n == nil {
+			return nil, fmt.Errorf("alias nested too deeply")
+		}
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!merge" {
+				return nil, fmt.Errorf("line %d: mapping keys must be plain scalars (merge keys are not supported)", k.Line)
+			}
+			if _, dup := m[k.Value]; dup {
+				return nil, fmt.Errorf("line %d: duplicate key %q", k.Line, k.Value)
+			}
+			x, err := toGeneric(n.Content[i+1], budget)
+			if err != nil {
+				return nil, err
+			}
+			m[k.Value] = x
+		}
+		return m, nil
+	case yaml.SequenceNode:
+		s := make([]any, len(n.Content))
+		for i, c := range n.Content {
+			x, err := toGeneric(c, budget)
+			if err != nil {
+				return nil, err
+			}
+			s[i] = x
+		}
+		return s, nil
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return nil, nil
+		case "!!bool":
+			var b bool
+			if err := n.Decode(&b); err != nil {
+				return nil, err
+			}
+			return b, nil
+		case "!!int":
+			var i int64
+			if err := n.Decode(&i); err == nil {
+				return i, nil
+			}
+			var f float64
+			if err := n.Decode(&f); err != nil {
+				return nil, err
+			}
+			return f, nil
+		case "!!float":
+			var f float64
+			if err := n.Decode(&f); err != nil {
+				return nil, err
+			}
+			if math.IsInf(f, 0) || math.IsNaN(f) {
+				return nil, fmt.Errorf("line %d: %s cannot be represented in JSON", n.Line, n.Value)
+			}
+			return f, nil
+		default:
+			return n.Value, nil
+		}
+	default:
+		return nil, fmt.Errorf("line %d: unexpected YAML node", n.Line)
+	}
+}
+
+// ToGeneric converts a YAML node to the values encoding/json would produce from the same
+// document as JSON (map[string]any, []any, string, int64, float64, bool, nil).
+func ToGeneric(n *yaml.Node) (any, error) {
+	budget := maxNodes
+	return toGeneric(n, &budget)
+}
