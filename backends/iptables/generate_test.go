@@ -1,0 +1,180 @@
+package iptables
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"kpbench.dev/kpbench/backends"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// eps returns n ready endpoints 10.1.x.y:port; the first `local` are on this node.
+func eps(n, local int, port int32) []backends.Endpoint {
+	out := make([]backends.Endpoint, n)
+	for i := range n {
+		out[i] = backends.Endpoint{
+			IP:    netip.AddrFrom4([4]byte{10, 1, byte((i + 1) / 250), byte((i+1)%250 + 1)}),
+			Port:  port,
+			Ready: true, Serving: true,
+			IsLocal:  i < local,
+			NodeName: map[bool]string{true: "node-1", false: "node-2"}[i < local],
+		}
+	}
+	backends.SortEndpoints(out)
+	return out
+}
+
+func svc(ns, name, port string, proto backends.Protocol, ip string, p int32, endpoints []backends.Endpoint) *backends.ServicePort {
+	return &backends.ServicePort{
+		Name:      backends.ServicePortName{Namespace: ns, Name: name, Port: port, Protocol: proto},
+		ClusterIP: netip.MustParseAddr(ip), Port: p, Endpoints: endpoints,
+	}
+}
+
+func state(sps ...*backends.ServicePort) *backends.State {
+	st := &backends.State{
+		NodeName:    "node-1",
+		NodeIPs:     []netip.Addr{netip.MustParseAddr("192.168.0.1")},
+		ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8"),
+		Services:    sps,
+	}
+	st.SortServices()
+	return st
+}
+
+func generate(t testing.TB, st *backends.State) string {
+	t.Helper()
+	var buf bytes.Buffer
+	NewGenerator(DefaultMasqueradeBit).Generate(&buf, Request{State: st})
+	return buf.String()
+}
+
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test -update to create %s", path)
+	assert.Equal(t, string(want), got)
+}
+
+func TestGenerateGolden(t *testing.T) {
+	mod := func(sp *backends.ServicePort, f func(*backends.ServicePort)) *backends.ServicePort { f(sp); return sp }
+	tests := []struct {
+		name string
+		st   *backends.State
+	}{
+		{"endpoints-1", state(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(1, 0, 8080)))},
+		{"endpoints-2", state(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(2, 0, 8080)))},
+		{"endpoints-3", state(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(3, 0, 8080)))},
+		{"endpoints-320", state(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(320, 0, 8080)))},
+		{"affinity", state(mod(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(2, 0, 8080)), func(sp *backends.ServicePort) {
+			sp.AffinityClientIP, sp.AffinityTimeoutSeconds = true, 10800
+		}))},
+		{"nodeport", state(mod(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(2, 0, 8080)), func(sp *backends.ServicePort) {
+			sp.NodePort = 30080
+		}))},
+		{"external-policy-local", state(mod(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(3, 1, 8080)), func(sp *backends.ServicePort) {
+			sp.NodePort, sp.ExternalPolicyLocal, sp.HealthCheckNodePort = 30080, true, 30999
+			sp.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("1.2.3.4")}
+		}), mod(svc("ns1", "svc2", "p80", backends.TCP, "172.30.0.42", 80, eps(2, 0, 8080)), func(sp *backends.ServicePort) {
+			sp.NodePort, sp.ExternalPolicyLocal, sp.HealthCheckNodePort = 30081, true, 30998
+		}))},
+		{"loadbalancer-source-ranges", state(mod(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(2, 0, 8080)), func(sp *backends.ServicePort) {
+			sp.NodePort = 30080
+			sp.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("1.2.3.4")}
+			sp.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/25"), netip.MustParsePrefix("192.168.0.0/24")}
+		}))},
+		{"external-ips", state(mod(svc("ns1", "svc1", "p53", backends.UDP, "172.30.0.41", 53, eps(2, 0, 5353)), func(sp *backends.ServicePort) {
+			sp.ExternalIPs = []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("192.0.2.11")}
+		}))},
+		{"no-endpoints", state(mod(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, nil), func(sp *backends.ServicePort) {
+			sp.NodePort = 30080
+			sp.ExternalIPs = []netip.Addr{netip.MustParseAddr("192.0.2.10")}
+			sp.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("1.2.3.4")}
+		}))},
+		{"internal-policy-local", state(mod(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(3, 1, 8080)), func(sp *backends.ServicePort) {
+			sp.InternalPolicyLocal = true
+		}), mod(svc("ns1", "svc2", "p80", backends.TCP, "172.30.0.42", 80, eps(2, 0, 8080)), func(sp *backends.ServicePort) {
+			sp.InternalPolicyLocal = true
+		}))},
+		{"masquerade-all", func() *backends.State {
+			st := state(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(2, 0, 8080)))
+			st.MasqueradeAll = true
+			return st
+		}()},
+		{"seed-inference", state(
+			mod(svc("default", "inference-service-0", "", backends.TCP, "10.96.10.20", 8500, eps(2, 0, 8501)), func(sp *backends.ServicePort) { sp.NodePort = 32000 }),
+			mod(svc("default", "kubernetes", "https", backends.TCP, "10.96.0.1", 443, []backends.Endpoint{{IP: netip.MustParseAddr("192.168.0.1"), Port: 6443, Ready: true, Serving: true}}),
+				func(sp *backends.ServicePort) { sp.AffinityClientIP, sp.AffinityTimeoutSeconds = true, 10800 }),
+		)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := generate(t, tt.st)
+			_, err := ParseRestore([]byte(got))
+			require.NoError(t, err)
+			checkGolden(t, tt.name, got)
+		})
+	}
+}
+
+var probRE = regexp.MustCompile(`--probability (\S+)`)
+
+func TestProbabilities(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 320} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			out := generate(t, state(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(n, 0, 8080))))
+			var svcLines []string
+			for _, l := range strings.Split(out, "\n") {
+				if strings.HasPrefix(l, "-A KUBE-SVC-") && !strings.Contains(l, "KUBE-MARK-MASQ") {
+					svcLines = append(svcLines, l)
+				}
+			}
+			require.Len(t, svcLines, n)
+			seen := map[string]bool{}
+			for i, l := range svcLines {
+				m := probRE.FindStringSubmatch(l)
+				if i == n-1 {
+					assert.Nil(t, m, "last rule must be unconditional: %s", l)
+					continue
+				}
+				require.NotNil(t, m, l)
+				assert.Equal(t, fmt.Sprintf("%0.10f", 1/float64(n-i)), m[1])
+				assert.False(t, seen[m[1]], "probability %s repeated", m[1])
+				seen[m[1]] = true
+			}
+			assert.Len(t, seen, n-1)
+		})
+	}
+}
+
+func TestChainNames(t *testing.T) {
+	tests := []struct {
+		name backends.ServicePortName
+		want string
+	}{
+		// Both from the seed inference-iptables-save.txt.
+		{backends.ServicePortName{Namespace: "default", Name: "kubernetes", Port: "https", Protocol: backends.TCP}, "KUBE-SVC-NPX46M4PTMTKRN6Y"},
+		{backends.ServicePortName{Namespace: "default", Name: "inference-service-0", Protocol: backends.TCP}, "KUBE-SVC-CAVPFFD4EDKETLMK"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, ServiceChain(tt.name))
+		assert.Equal(t, "KUBE-SVL-"+tt.want[9:], LocalChain(tt.name))
+	}
+	assert.True(t, IsServiceChain("KUBE-SEP-AAAA"))
+	assert.False(t, IsServiceChain("KUBE-SERVICES"))
+}
