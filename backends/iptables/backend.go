@@ -1,0 +1,334 @@
+//go:build linux
+
+package iptables
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/lab/netns"
+)
+
+// Options configure a Backend. The caller decides when to force full syncs (kube-proxy's
+// syncPeriod) and calls ForceFullSync.
+type Options struct {
+	// NodeName names the node in errors.
+	NodeName string
+	// NetNSPath is the node's network namespace (/run/netns/<name>); every tool runs there.
+	NetNSPath string
+	// Flavor selects iptables-nft (default) or iptables-legacy.
+	Flavor Flavor
+	// LockFile is exported as XTABLES_LOCKFILE to every tool, so that nodes do not share
+	// the legacy xtables lock ("" leaves the default /run/xtables.lock).
+	LockFile string
+	// MasqueradeBit is the bit of KUBE-MARK-MASQ (default DefaultMasqueradeBit, 0x4000).
+	MasqueradeBit int
+}
+
+// Backend is the "iptables" proxy mode: one `iptables-restore --noflush --counters` per sync,
+// partial when it can be, as kube-proxy since 1.28. It is safe for concurrent use (syncs
+// are serialised).
+type Backend struct {
+	opts                     Options
+	ipt, restore, save       string
+	env                      []string
+	exec                     execer
+	ct                       conntracker
+	gen                      *Generator
+	mu                       sync.Mutex
+	buf                      bytes.Buffer
+	needFull                 bool
+	last                     map[backends.ServicePortName]*backends.ServicePort
+	installed                map[string]struct{}
+	failures, conntrackFails int
+}
+
+var _ backends.Backend = (*Backend)(nil)
+
+// New returns a Backend for one node. Nothing touches the kernel until the first Sync,
+// which is full.
+func New(opts Options) *Backend {
+	if opts.Flavor == "" {
+		opts.Flavor = FlavorNFT
+	}
+	if opts.MasqueradeBit == 0 {
+		opts.MasqueradeBit = DefaultMasqueradeBit
+	}
+	return newBackend(opts, nsExecer{path: opts.NetNSPath}, nsConntrack{path: opts.NetNSPath})
+}
+
+func newBackend(opts Options, ex execer, ct conntracker) *Backend {
+	b := &Backend{opts: opts, exec: ex, ct: ct, gen: NewGenerator(opts.MasqueradeBit), needFull: true}
+	b.ipt, b.restore, b.save = opts.Flavor.Binaries()
+	if opts.LockFile != "" {
+		b.env = []string{"XTABLES_LOCKFILE=" + opts.LockFile}
+	}
+	return b
+}
+
+// Name returns "iptables" for the nft flavour and "iptables-legacy" for legacy.
+func (b *Backend) Name() string {
+	if b.opts.Flavor == FlavorLegacy {
+		return "iptables-legacy"
+	}
+	return "iptables"
+}
+
+// ForceFullSync makes the next Sync rewrite everything (kube-proxy does so every syncPeriod).
+func (b *Backend) ForceFullSync() {
+	b.mu.Lock()
+	b.needFull = true
+	b.mu.Unlock()
+}
+
+// RestoreFailures returns how many iptables-restore runs failed
+// (kube-proxy's sync_proxy_rules_iptables_restore_failures_total).
+func (b *Backend) RestoreFailures() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.failures
+}
+
+func (b *Backend) run(ctx context.Context, path string, stdin []byte, args ...string) (execResult, error) {
+	return b.exec.Run(ctx, netns.Command{Path: path, Args: args, Stdin: stdin, Env: b.env})
+}
+
+func (b *Backend) errorf(format string, args ...any) error {
+	return fmt.Errorf("sync %s %s: "+format, append([]any{b.opts.NodeName, b.Name()}, args...)...)
+}
+
+// Sync writes desired to the kernel with one iptables-restore. It is full at the start,
+// after an error, after ForceFullSync and when the mangle canary chain has vanished;
+// otherwise only the chains of service ports that differ from the last applied state
+// (ServicePort.Equal) are written, and chains of removed services and endpoints deleted.
+// After a successful restore, UDP conntrack entries of removed endpoints are deleted.
+func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.SyncResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var res backends.SyncResult
+
+	full := b.needFull || b.last == nil
+	if !full {
+		ok, err := b.canaryExists(ctx)
+		if err != nil {
+			b.needFull = true
+			return res, b.errorf("check canary: %w", err)
+		}
+		full = !ok
+	}
+	if b.installed == nil {
+		chains, err := b.listServiceChains(ctx)
+		if err != nil {
+			b.needFull = true
+			return res, b.errorf("list chains: %w", err)
+		}
+		b.installed = chains
+	}
+
+	start := time.Now()
+	req := Request{State: desired, Installed: b.installed}
+	if !full {
+		req.Changed = changedServices(b.last, desired)
+	}
+	b.buf.Reset()
+	gres := b.gen.Generate(&b.buf, req)
+	input := b.buf.Bytes()
+	res.Generate = time.Since(start)
+	res.Full, res.Rules, res.Bytes, res.ChangedServices = full, gres.Rules, gres.Bytes, gres.ChangedServices
+
+	start = time.Now()
+	out, err := b.run(ctx, b.restore, input, "-w", "--noflush", "--counters")
+	res.Apply = time.Since(start)
+	res.ApplyCPU = out.CPU
+	if err != nil {
+		b.failures++
+		b.needFull = true
+		return res, b.errorf("%w", newRestoreError(err, out.Stderr, input))
+	}
+	if full {
+		start = time.Now()
+		cpu, err := b.ensureJumps(ctx)
+		res.Apply += time.Since(start)
+		res.ApplyCPU += cpu
+		if err != nil {
+			b.needFull = true
+			return res, b.errorf("ensure jumps: %w", err)
+		}
+	}
+	filters := staleUDPFilters(b.last, desired)
+	b.installed = gres.Active
+	b.last = snapshot(desired)
+	b.needFull = false
+
+	if _, err := clearStaleUDP(ctx, b.ct, filters); err != nil {
+		b.conntrackFails++
+		return res, b.errorf("conntrack cleanup: %w", err)
+	}
+	return res, nil
+}
+
+// changedServices returns the service ports of cur that are new or differ from last.
+func changedServices(last map[backends.ServicePortName]*backends.ServicePort, cur *backends.State) map[backends.ServicePortName]bool {
+	changed := map[backends.ServicePortName]bool{}
+	for _, sp := range cur.Services {
+		if old, ok := last[sp.Name]; !ok || !old.Equal(sp) {
+			changed[sp.Name] = true
+		}
+	}
+	return changed
+}
+
+// snapshot deep-copies the service ports of st, so a caller reusing its State cannot change
+// what the next sync compares against.
+func snapshot(st *backends.State) map[backends.ServicePortName]*backends.ServicePort {
+	m := make(map[backends.ServicePortName]*backends.ServicePort, len(st.Services))
+	for _, sp := range st.Services {
+		cp := *sp
+		cp.ExternalIPs = slices.Clone(sp.ExternalIPs)
+		cp.LoadBalancerIPs = slices.Clone(sp.LoadBalancerIPs)
+		cp.LoadBalancerSourceRanges = slices.Clone(sp.LoadBalancerSourceRanges)
+		cp.Endpoints = slices.Clone(sp.Endpoints)
+		m[sp.Name] = &cp
+	}
+	return m
+}
+
+// canaryExists checks kube-proxy's canary chain in the mangle table. Someone flushing the
+// tables (a firewall reload) removes it, and the next sync must then be full.
+//
+// Equivalent to: `iptables -w -t mangle -S KUBE-PROXY-CANARY`.
+func (b *Backend) canaryExists(ctx context.Context) (bool, error) {
+	_, err := b.run(ctx, b.ipt, nil, "-w", "-t", "mangle", "-S", ChainCanary)
+	if err == nil {
+		return true, nil
+	}
+	if exitCode(err) == 1 {
+		return false, nil
+	}
+	return false, err
+}
+
+// listServiceChains returns the per-service nat chains in the kernel (leftovers of an earlier
+// run are deleted by the first sync, as kube-proxy does).
+//
+// Equivalent to: `iptables-save -t nat | grep '^:KUBE-\(SVC\|SVL\|EXT\|FW\|SEP\)-'`.
+func (b *Backend) listServiceChains(ctx context.Context) (map[string]struct{}, error) {
+	tables, err := b.listChains(ctx, "nat")
+	if err != nil {
+		return nil, err
+	}
+	chains := map[string]struct{}{}
+	for _, c := range tables {
+		if IsServiceChain(c) {
+			chains[c] = struct{}{}
+		}
+	}
+	return chains, nil
+}
+
+// listChains returns the chains of table as iptables-save prints them.
+func (b *Backend) listChains(ctx context.Context, table string) ([]string, error) {
+	out, err := b.run(ctx, b.save, nil, "-t", table)
+	if err != nil {
+		return nil, err
+	}
+	var chains []string
+	sc := bufio.NewScanner(bytes.NewReader(out.Stdout))
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, ":") {
+			name, _, _ := strings.Cut(line[1:], " ")
+			chains = append(chains, name)
+		}
+	}
+	return chains, sc.Err()
+}
+
+// ensureJumps makes the built-in chains jump into kube-proxy's, like kube-proxy's
+// EnsureRule(Prepend, ...): check, and insert at the top when missing. It runs after a
+// full restore (which creates the target chains), so partial syncs cost no extra exec.
+//
+// Equivalent to: `iptables -w -t $table -C $chain $args || iptables -w -t $table -I $chain $args`.
+func (b *Backend) ensureJumps(ctx context.Context) (time.Duration, error) {
+	var cpu time.Duration
+	for _, j := range Jumps() {
+		args := append([]string{"-w", "-t", j.Table, "-C", j.From}, j.Args()...)
+		out, err := b.run(ctx, b.ipt, nil, args...)
+		cpu += out.CPU
+		if err == nil {
+			continue
+		}
+		if exitCode(err) != 1 {
+			return cpu, err
+		}
+		ins := append([]string{"-w", "-t", j.Table, "-I", j.From}, j.Args()...)
+		out, err = b.run(ctx, b.ipt, nil, ins...)
+		cpu += out.CPU
+		if err != nil {
+			return cpu, err
+		}
+	}
+	return cpu, nil
+}
+
+// Cleanup removes the jumps and every KUBE-* chain of the filter, nat and mangle tables, like
+// `kube-proxy --cleanup`. The next Sync is full.
+func (b *Backend) Cleanup(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.needFull, b.last, b.installed = true, nil, nil
+	var errs []error
+	for _, j := range Jumps() {
+		for range 16 { // delete duplicates too, but never loop forever
+			args := append([]string{"-w", "-t", j.Table, "-D", j.From}, j.Args()...)
+			if _, err := b.run(ctx, b.ipt, nil, args...); err != nil {
+				if c := exitCode(err); c != 1 && c != 2 {
+					errs = append(errs, err)
+				}
+				break
+			}
+		}
+	}
+	var in bytes.Buffer
+	for _, table := range []string{"filter", "nat", "mangle"} {
+		chains, err := b.listChains(ctx, table)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var ours []string
+		for _, c := range chains {
+			if strings.HasPrefix(c, "KUBE-") {
+				ours = append(ours, c)
+			}
+		}
+		if len(ours) == 0 {
+			continue
+		}
+		in.WriteString("*" + table + "\n")
+		for _, c := range ours {
+			chainLine(&in, c)
+		}
+		for _, c := range ours {
+			in.WriteString("-X " + c + "\n")
+		}
+		in.WriteString("COMMIT\n")
+	}
+	if in.Len() > 0 {
+		if out, err := b.run(ctx, b.restore, in.Bytes(), "-w", "--noflush"); err != nil {
+			errs = append(errs, newRestoreError(err, out.Stderr, in.Bytes()))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cleanup %s %s: %w", b.opts.NodeName, b.Name(), err)
+	}
+	return nil
+}
