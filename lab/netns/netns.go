@@ -232,18 +232,35 @@ func (w *Worker) Stop() {
 	}
 }
 
+// nsID identifies a network namespace by the device and inode of its nsfs file.
+type nsID struct{ dev, ino uint64 }
+
+func statNS(path string) (nsID, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return nsID{}, false
+	}
+	return nsID{uint64(st.Dev), st.Ino}, true
+}
+
+// startNS is the namespace this process started in, read while package init runs on the
+// main thread, before any code of ours can move a thread. It is never written again.
+var startNS, startNSKnown = statNS("/proc/self/ns/net")
+
 // InRootNamespace reports whether the calling thread is in the host's initial network
-// namespace (the one of PID 1). When it cannot tell, it answers true, so that callers that
-// guard sends fail closed.
+// namespace (the one of PID 1, when this process may read it) or in the namespace this
+// process started in (kpbench is started from the host's namespace: it is never a lab
+// namespace). When it cannot tell, it answers true, so that callers that guard sends fail
+// closed.
 func InRootNamespace() bool {
-	var self, root unix.Stat_t
-	if err := unix.Stat("/proc/thread-self/ns/net", &self); err != nil {
+	self, ok := statNS("/proc/thread-self/ns/net")
+	if !ok || !startNSKnown || self == startNS {
 		return true
 	}
-	if err := unix.Stat("/proc/1/ns/net", &root); err != nil {
+	if root, ok := statNS("/proc/1/ns/net"); ok && self == root {
 		return true
 	}
-	return self.Ino == root.Ino && self.Dev == root.Dev
+	return false
 }
 
 // Guard returns ErrRootNamespace when the calling thread is in the host's root namespace.

@@ -1,0 +1,391 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"kpbench.dev/kpbench/lab"
+	"kpbench.dev/kpbench/lab/netns"
+)
+
+func newLabCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "lab",
+		Short: "Build, inspect, enter and remove labs (namespaces as nodes, pods and clients)",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(newLabUpCmd(), newLabStatusCmd(), newLabExecCmd(), newLabDownCmd(), newLabListCmd())
+	return cmd
+}
+
+type labUpFlags struct {
+	name                      string
+	nodes, podsPerNode, clnts int
+	nodeCIDR, podCIDR         string
+	detach, timing            bool
+	registryDir               string
+}
+
+func newLabUpCmd() *cobra.Command {
+	var f labUpFlags
+	cmd := &cobra.Command{
+		Use:   "up --name NAME --nodes N --pods-per-node M [--clients C] [--detach]",
+		Short: "Build a lab and keep its echo servers running until Ctrl-C (or detach)",
+		Example: `  # 3 nodes with 10 pods each and one external client, in the foreground
+  kpbench lab up --name demo --nodes 3 --pods-per-node 10 --clients 1
+
+  # the same, in the background; stop it with 'kpbench lab down --name demo'
+  kpbench lab up --name demo --nodes 3 --pods-per-node 10 --clients 1 --detach
+
+  # how long 3 x 300 pods take to come up and go down
+  kpbench lab up --name big --nodes 3 --pods-per-node 300 --timing`,
+		Args:    exactArgs(0),
+		PreRunE: requireRoot,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.config()
+			if err != nil {
+				return err
+			}
+			if f.detach {
+				return detachLab(cmd, f)
+			}
+			return runLabUp(cmd.Context(), cmd.OutOrStdout(), cfg, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.name, "name", "", "lab name: 1-10 characters of a-z, 0-9 (required)")
+	fl.IntVar(&f.nodes, "nodes", 2, fmt.Sprintf("number of nodes (1-%d)", lab.MaxNodes))
+	fl.IntVar(&f.podsPerNode, "pods-per-node", 2, fmt.Sprintf("pods per node, each with an echo server on 8080/tcp+udp (0-%d)", lab.MaxPodsPerNode))
+	fl.IntVar(&f.clnts, "clients", 1, fmt.Sprintf("external client hosts on the fabric (0-%d)", lab.MaxClients))
+	fl.StringVar(&f.nodeCIDR, "node-cidr", "172.18.0.0/24", "fabric subnet: nodes at .10+i, clients at .200+j")
+	fl.StringVar(&f.podCIDR, "pod-cidr", "10.244.0.0/16", "pod network, one /24 (or larger) block per node")
+	fl.BoolVar(&f.detach, "detach", false, "run the lab in the background and return once it is ready")
+	fl.BoolVar(&f.timing, "timing", false, "build the lab, print how long up and down took, and remove it")
+	fl.StringVar(&f.registryDir, "registry", lab.DefaultRegistryDir, "directory of lab records")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+func (f labUpFlags) config() (lab.Config, error) {
+	cfg := lab.Config{Name: f.name, Nodes: f.nodes, PodsPerNode: f.podsPerNode, Clients: f.clnts}
+	var err error
+	if cfg.NodeCIDR, err = netip.ParsePrefix(f.nodeCIDR); err != nil {
+		return cfg, badInput("--node-cidr %q: %v", f.nodeCIDR, err)
+	}
+	if cfg.PodCIDR, err = netip.ParsePrefix(f.podCIDR); err != nil {
+		return cfg, badInput("--pod-cidr %q: %v", f.podCIDR, err)
+	}
+	cfg.Default()
+	if err := cfg.Validate(); err != nil {
+		return cfg, usageError{err}
+	}
+	return cfg, nil
+}
+
+func runLabUp(ctx context.Context, out io.Writer, cfg lab.Config, f labUpFlags) error {
+	start := time.Now()
+	l, err := lab.Up(ctx, cfg, lab.WithRegistryDir(f.registryDir))
+	if err != nil {
+		return err
+	}
+	upTime := time.Since(start)
+	for _, w := range l.Warnings() {
+		fmt.Fprintln(out, "warning:", w)
+	}
+	pods := len(l.Hosts(lab.KindPod))
+	if f.timing {
+		start = time.Now()
+		err := l.Down(context.WithoutCancel(ctx))
+		fmt.Fprintf(out, "lab %s: %d nodes, %d pods, %d clients: up %.2fs, down %.2fs\n",
+			cfg.Name, cfg.Nodes, pods, cfg.Clients, upTime.Seconds(), time.Since(start).Seconds())
+		return err
+	}
+	fmt.Fprintf(out, "lab %s is up in %.2fs: %d nodes, %d pods, %d clients (pid %d)\n", cfg.Name, upTime.Seconds(), cfg.Nodes, pods, cfg.Clients, os.Getpid())
+	printEnterHints(out, cfg.Name, l.Hosts(lab.KindNode)[0].Name)
+	fmt.Fprintln(out, "Ctrl-C tears it down.")
+	<-ctx.Done()
+	fmt.Fprintf(out, "tearing down lab %s\n", cfg.Name)
+	return l.Down(context.WithoutCancel(ctx))
+}
+
+func printEnterHints(out io.Writer, name, node string) {
+	fmt.Fprintf(out, "  kpbench lab status --name %s            # hosts and addresses\n", name)
+	fmt.Fprintf(out, "  kpbench lab exec %s %s -- ip addr     # run a command on a host\n", name, node)
+	fmt.Fprintf(out, "  ip netns exec %s-%s-%s bash         # or enter it with iproute2\n", netns.Prefix, name, node)
+}
+
+// detachLab starts `kpbench lab up` again in its own session, logging to the registry
+// directory, and returns when the lab's record says it is ready (or the child failed).
+func detachLab(cmd *cobra.Command, f labUpFlags) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(f.registryDir, 0o755); err != nil {
+		return err
+	}
+	logPath := filepath.Join(f.registryDir, f.name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	args := []string{"lab", "up", "--name", f.name, "--nodes", fmt.Sprint(f.nodes), "--pods-per-node", fmt.Sprint(f.podsPerNode),
+		"--clients", fmt.Sprint(f.clnts), "--node-cidr", f.nodeCIDR, "--pod-cidr", f.podCIDR, "--registry", f.registryDir}
+	child := exec.Command(self, args...)
+	child.Stdout, child.Stderr = logFile, logFile
+	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := child.Start(); err != nil {
+		return fmt.Errorf("start detached lab: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+	reg := lab.Registry{Dir: f.registryDir}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(10 * time.Minute)
+	for {
+		select {
+		case err := <-exited:
+			tail, _ := os.ReadFile(logPath)
+			return fmt.Errorf("detached lab exited before it was ready (%v):\n%s", err, tail)
+		case <-timeout:
+			_ = child.Process.Signal(syscall.SIGTERM)
+			return errors.New("detached lab not ready after 10 minutes; sent it SIGTERM")
+		case <-cmd.Context().Done():
+			_ = child.Process.Signal(syscall.SIGTERM)
+			return cmd.Context().Err()
+		case <-tick.C:
+			rec, err := reg.Read(f.name)
+			if err != nil || rec.PID != child.Process.Pid || rec.State != "ready" {
+				continue
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "lab %s is up in the background (pid %d, log %s)\n", f.name, rec.PID, logPath)
+			printEnterHints(out, f.name, lab.NodeName(0))
+			fmt.Fprintf(out, "  kpbench lab down --name %s                # remove it\n", f.name)
+			_ = child.Process.Release()
+			return nil
+		}
+	}
+}
+
+func newLabStatusCmd() *cobra.Command {
+	var name, output, registry string
+	cmd := &cobra.Command{
+		Use:     "status --name NAME [-o json]",
+		Short:   "Show a lab's nodes, pods and clients with their addresses",
+		Example: "  kpbench lab status --name demo -o json | jq '.pods[] | select(.ready)'",
+		Args:    exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return badInput("-o %q: allowed values are table, json", output)
+			}
+			rec, err := lab.Registry{Dir: registry}.Read(name)
+			if err != nil {
+				if errors.Is(err, lab.ErrNoLab) {
+					return usageError{err}
+				}
+				return err
+			}
+			st := statusFromRecord(rec)
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			return printStatus(cmd.OutOrStdout(), st)
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "lab name (required)")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	cmd.Flags().StringVar(&registry, "registry", lab.DefaultRegistryDir, "directory of lab records")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+// labStatus is the JSON form of `lab status` (a stable contract: add fields, never rename).
+type labStatus struct {
+	Name       string           `json:"name"`
+	PID        int              `json:"pid"`
+	OwnerAlive bool             `json:"ownerAlive"`
+	State      string           `json:"state"`
+	Created    time.Time        `json:"created"`
+	Nodes      []lab.HostRecord `json:"nodes"`
+	Pods       []lab.HostRecord `json:"pods"`
+	Clients    []lab.HostRecord `json:"clients"`
+}
+
+func statusFromRecord(rec *lab.Record) labStatus {
+	st := labStatus{Name: rec.Name, PID: rec.PID, OwnerAlive: rec.OwnerAlive(), State: rec.State, Created: rec.Created,
+		Nodes: []lab.HostRecord{}, Pods: []lab.HostRecord{}, Clients: []lab.HostRecord{}}
+	if !st.OwnerAlive {
+		st.State = "stale (owner gone; run 'kpbench lab down --all')"
+	}
+	for _, h := range rec.Hosts {
+		switch h.Kind {
+		case lab.KindNode:
+			st.Nodes = append(st.Nodes, h)
+		case lab.KindPod:
+			st.Pods = append(st.Pods, h)
+		case lab.KindClient:
+			st.Clients = append(st.Clients, h)
+		}
+	}
+	return st
+}
+
+func printStatus(out io.Writer, st labStatus) error {
+	fmt.Fprintf(out, "lab %s: %s, pid %d, %d nodes, %d pods, %d clients\n", st.Name, st.State, st.PID, len(st.Nodes), len(st.Pods), len(st.Clients))
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tNAME\tIP\tNODE\tREADY\tNETNS")
+	for _, group := range [][]lab.HostRecord{st.Nodes, st.Clients, st.Pods} {
+		for _, h := range group {
+			ready := "-"
+			if h.Kind == lab.KindPod {
+				ready = fmt.Sprint(h.Ready)
+				if h.Terminating {
+					ready += ",terminating"
+				}
+			}
+			node := h.Node
+			if h.Kind == lab.KindNode {
+				node = "podCIDR " + h.PodCIDR
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", h.Kind, h.Name, h.IP, node, ready, h.NetNS)
+		}
+	}
+	return tw.Flush()
+}
+
+func newLabExecCmd() *cobra.Command {
+	var registry string
+	cmd := &cobra.Command{
+		Use:   "exec NAME HOST -- CMD [ARGS...]",
+		Short: "Run a command inside a lab host's network namespace",
+		Example: `  kpbench lab exec demo node-0 -- iptables-save -t nat
+  kpbench lab exec demo client-0 -- curl -s http://172.18.0.10:30791/`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 2 || len(args) < 3 {
+				return badInput("usage: kpbench lab exec NAME HOST -- CMD [ARGS...]")
+			}
+			return nil
+		},
+		PreRunE: requireRoot,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rec, err := lab.Registry{Dir: registry}.Read(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			h, ok := rec.Host(args[1])
+			if !ok || h.Kind == lab.KindFabric {
+				return badInput("lab %s has no host %q (see 'kpbench lab status --name %s')", args[0], args[1], args[0])
+			}
+			return execInHost(cmd, netns.Path(h.NetNS), args[2:])
+		},
+	}
+	cmd.Flags().StringVar(&registry, "registry", lab.DefaultRegistryDir, "directory of lab records")
+	return cmd
+}
+
+// exitCodeError carries the exit status of a command run by `lab exec`.
+type exitCodeError struct{ code int }
+
+func (e exitCodeError) Error() string { return fmt.Sprintf("command exited with status %d", e.code) }
+
+func execInHost(cmd *cobra.Command, nsPath string, argv []string) error {
+	return netns.Do(nsPath, func() error {
+		c := exec.CommandContext(cmd.Context(), argv[0], argv[1:]...)
+		c.Stdin, c.Stdout, c.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+		err := c.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return exitCodeError{ee.ExitCode()}
+		}
+		return err
+	})
+}
+
+func newLabDownCmd() *cobra.Command {
+	var name, registry string
+	var all, force bool
+	cmd := &cobra.Command{
+		Use:   "down (--name NAME | --all [--force])",
+		Short: "Remove a lab, or sweep every lab left by crashed runs",
+		Example: `  kpbench lab down --name demo
+  kpbench lab down --all           # labs whose owner process is gone, and orphan kpb namespaces
+  kpbench lab down --all --force   # every lab, live ones included`,
+		Args:    exactArgs(0),
+		PreRunE: requireRoot,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (name == "") == !all {
+				return badInput("give exactly one of --name NAME or --all")
+			}
+			reg := lab.Registry{Dir: registry}
+			out := cmd.OutOrStdout()
+			if name != "" {
+				if err := lab.DownByName(reg, name, lab.DownOptions{Force: true}); err != nil {
+					if errors.Is(err, lab.ErrNoLab) {
+						return usageError{err}
+					}
+					return err
+				}
+				fmt.Fprintf(out, "lab %s removed\n", name)
+				return nil
+			}
+			res, err := lab.DownAll(reg, lab.DownOptions{Force: force})
+			fmt.Fprintf(out, "removed %d labs %v, %d orphan namespaces\n", len(res.Removed), res.Removed, len(res.Orphans))
+			if len(res.Refused) > 0 {
+				fmt.Fprintf(out, "left %d live labs alone (owner running): %s; use --force to stop them\n", len(res.Refused), strings.Join(res.Refused, ", "))
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "the lab to remove (its owner process is stopped first)")
+	cmd.Flags().BoolVar(&all, "all", false, "remove every lab whose owner is gone, and orphan kpb namespaces")
+	cmd.Flags().BoolVar(&force, "force", false, "with --all: also stop and remove labs whose owner is running")
+	cmd.Flags().StringVar(&registry, "registry", lab.DefaultRegistryDir, "directory of lab records")
+	return cmd
+}
+
+func newLabListCmd() *cobra.Command {
+	var registry string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List registered labs",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			reg := lab.Registry{Dir: registry}
+			names, err := reg.List()
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSTATE\tPID\tHOSTS\tCREATED")
+			for _, n := range names {
+				rec, err := reg.Read(n)
+				if err != nil {
+					continue
+				}
+				st := statusFromRecord(rec)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", n, st.State, rec.PID, len(rec.Hosts), rec.Created.Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&registry, "registry", lab.DefaultRegistryDir, "directory of lab records")
+	return cmd
+}

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestExitCodesForBadInput(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    int
+		wantErr string
+	}{
+		{"unknown flag", []string{"lab", "up", "--name", "x", "--bogus"}, exitBadInput, "unknown flag"},
+		{"bad int", []string{"lab", "up", "--name", "x", "--nodes", "abc"}, exitBadInput, "--nodes"},
+		{"bad output", []string{"lab", "status", "--name", "x", "-o", "yaml"}, exitBadInput, "allowed values are table, json"},
+		{"down needs a target", []string{"lab", "down", "--registry", t.TempDir()}, exitBadInput, "exactly one of"},
+		{"exec usage", []string{"lab", "exec", "demo"}, exitBadInput, "usage"},
+		{"unknown lab", []string{"lab", "status", "--name", "nope", "--registry", t.TempDir()}, exitBadInput, "no such lab"},
+		{"stray argument", []string{"version", "extra"}, exitBadInput, "accepts 0 arg"},
+		{"version", []string{"version"}, exitOK, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(tt.args, &out, &errOut)
+			assert.Equal(t, tt.want, code, "stderr: %s", errOut.String())
+			assert.Contains(t, errOut.String(), tt.wantErr)
+		})
+	}
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes: 0 success, 1 a check or expectation failed, 2 bad input (flags, files),
+// 3 the bench itself failed (kernel, tools).
+const (
+	exitOK       = 0
+	exitFailed   = 1
+	exitBadInput = 2
+	exitError    = 3
+)
+
+// usageError marks bad input: a flag, an argument or a file the user gave.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// badInput wraps err as bad input (exit 2).
+func badInput(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// failedError marks a run whose checks failed (exit 1); the details were printed already.
+type failedError struct{ msg string }
+
+func (e failedError) Error() string { return e.msg }
+
+// run builds the command tree, runs it with a context cancelled by SIGINT/SIGTERM, and
+// maps the error to an exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%w\nsee '%s --help'", err, c.CommandPath())}
+	})
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ue usageError
+	var fe failedError
+	var ce exitCodeError
+	if errors.As(err, &ce) { // `lab exec`: the command spoke for itself
+		return ce.code
+	}
+	fmt.Fprintln(stderr, "kpbench:", err)
+	switch {
+	case errors.As(err, &ue):
+		return exitBadInput
+	case errors.As(err, &fe):
+		return exitFailed
+	default:
+		return exitError
+	}
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kpbench",
+		Short: "A test bench for Kubernetes Service proxying (iptables, nftables, IPVS)",
+		Long: `kpbench builds a fake cluster out of Linux network namespaces (nodes, pods with echo
+servers, external clients), programs real kernel rules the way kube-proxy does, and checks
+and measures them with real traffic.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+	}
+	root.AddCommand(newLabCmd(), newVersionCmd())
+	return root
+}
+
+// requireRoot is the PreRunE of commands that touch namespaces.
+func requireRoot(*cobra.Command, []string) error {
+	if os.Geteuid() != 0 {
+		return errors.New("this command needs root (it creates network namespaces and kernel rules)")
+	}
+	return nil
+}
+
+// exactArgs is cobra.ExactArgs with exit code 2.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}

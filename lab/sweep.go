@@ -1,0 +1,138 @@
+//go:build linux
+
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"kpbench.dev/kpbench/lab/netns"
+)
+
+// sweepNamespaces deletes every named namespace whose name starts with prefix.
+func sweepNamespaces(prefix string) error {
+	names, err := netns.List(prefix)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range names {
+		errs = append(errs, netns.Delete(n))
+	}
+	return errors.Join(errs...)
+}
+
+// sweepLab deletes the namespaces and the record of a lab whose owner is gone.
+func sweepLab(reg Registry, name string) error {
+	return errors.Join(sweepNamespaces(fmt.Sprintf("%s-%s-", netns.Prefix, name)), reg.Remove(name))
+}
+
+// DownOptions says how Down treats a lab whose owner process is still running.
+type DownOptions struct {
+	// Force stops live labs too: their owner gets SIGTERM (and SIGKILL after Grace), then
+	// their namespaces are swept.
+	Force bool
+	// Grace is how long a signalled owner has to tear down by itself (default 20s).
+	Grace time.Duration
+}
+
+// DownResult lists what Down did.
+type DownResult struct {
+	Removed []string // labs whose namespaces and records were removed
+	Refused []string // live labs left alone (no Force)
+	Orphans []string // namespaces with the kpb prefix that belonged to no lab or live test
+}
+
+// DownByName removes one lab. A lab whose owner is alive is asked to stop (SIGTERM) and
+// given Grace to tear itself down; the rest is swept.
+func DownByName(reg Registry, name string, o DownOptions) error {
+	rec, err := reg.Read(name)
+	if err != nil {
+		return err
+	}
+	if rec.OwnerAlive() && rec.PID != syscallGetpid() {
+		if err := stopOwner(rec.PID, o.Grace); err != nil {
+			return fmt.Errorf("lab %s: %w", name, err)
+		}
+	}
+	return sweepLab(reg, name)
+}
+
+// DownAll removes every lab whose owner is dead (or every lab, with Force), and every
+// namespace with the kpb prefix that belongs to no live lab and no live test process.
+func DownAll(reg Registry, o DownOptions) (DownResult, error) {
+	var res DownResult
+	names, err := reg.List()
+	if err != nil {
+		return res, err
+	}
+	var errs []error
+	for _, name := range names {
+		rec, err := reg.Read(name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if rec.OwnerAlive() && !o.Force {
+			res.Refused = append(res.Refused, name)
+			continue
+		}
+		if err := DownByName(reg, name, o); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		res.Removed = append(res.Removed, name)
+	}
+	all, err := netns.List(netns.Prefix)
+	if err != nil {
+		return res, errors.Join(append(errs, err)...)
+	}
+	for _, n := range all {
+		if ownerOfNamespace(reg, n) {
+			continue
+		}
+		res.Orphans = append(res.Orphans, n)
+		errs = append(errs, netns.Delete(n))
+	}
+	return res, errors.Join(errs...)
+}
+
+// ownerOfNamespace reports whether a kpb namespace still has a live owner: a registered lab
+// whose owner runs (read now, so a lab created during the sweep is spared), or a test
+// process (`kpbt<pid>-...`) that is still running.
+func ownerOfNamespace(reg Registry, name string) bool {
+	if rest, ok := strings.CutPrefix(name, netns.TestPrefix); ok {
+		pidStr, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidStr)
+		return err == nil && ProcessAlive(pid)
+	}
+	if rest, ok := strings.CutPrefix(name, netns.Prefix+"-"); ok {
+		labName, _, _ := strings.Cut(rest, "-")
+		rec, err := reg.Read(labName)
+		return err == nil && rec.OwnerAlive()
+	}
+	return false
+}
+
+func stopOwner(pid int, grace time.Duration) error {
+	if grace <= 0 {
+		grace = 20 * time.Second
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signal owner %d: %w", pid, err)
+	}
+	deadline := time.Now().Add(grace)
+	for ProcessAlive(pid) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond) // waiting on another process: no event to wait for
+	}
+	if ProcessAlive(pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return nil
+}
+
+func syscallGetpid() int { return syscall.Getpid() }
