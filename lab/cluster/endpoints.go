@@ -110,8 +110,12 @@ func resolvePorts(svc *corev1.Service, pod *corev1.Pod) []discoveryv1.EndpointPo
 		if proto == "" {
 			proto = corev1.ProtocolTCP
 		}
-		out = append(out, discoveryv1.EndpointPort{Name: &name, Protocol: &proto, Port: &port,
-			AppProtocol: sp.AppProtocol})
+		ep := discoveryv1.EndpointPort{Name: &name, Protocol: &proto, Port: &port}
+		if sp.AppProtocol != nil {
+			ap := *sp.AppProtocol
+			ep.AppProtocol = &ap
+		}
+		out = append(out, ep)
 	}
 	return out
 }
@@ -193,10 +197,6 @@ func (t *tx) desiredGroups(svc *corev1.Service) map[string]*endpointGroup {
 	for _, g := range groups {
 		slices.Sort(g.order)
 	}
-	if len(groups) == 0 {
-		// The controller keeps one placeholder slice without ports or endpoints.
-		groups[""] = &endpointGroup{eps: map[string]discoveryv1.Endpoint{}}
-	}
 	return groups
 }
 
@@ -218,10 +218,12 @@ func sliceLabels(svc *corev1.Service) map[string]string {
 }
 
 // syncService reconciles one Service's managed EndpointSlices, changing as few slices as it
-// can like the controller's reconciler: endpoints stay in the slice they are in, slices
-// whose endpoints all went away are deleted, new endpoints fill the changed slices first,
-// then slices with room, then new slices of at most MaxEndpointsPerSlice. Every written
-// slice carries the endpoints.kubernetes.io/last-change-trigger-time of this change.
+// can like the controller's reconciler: endpoints stay in the slice they are in, new
+// endpoints fill the changed slices first, then slices with room, then new slices of at
+// most MaxEndpointsPerSlice; a slice left empty is reused for a new one (update rather than
+// delete and create) or deleted. A Service without endpoints keeps one placeholder slice
+// with no ports. Every written slice carries the
+// endpoints.kubernetes.io/last-change-trigger-time of this change.
 func (t *tx) syncService(key objKey) {
 	c := t.c
 	var svc *corev1.Service
@@ -233,20 +235,40 @@ func (t *tx) syncService(key objKey) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
+	existingAll := make([]*discoveryv1.EndpointSlice, 0, len(names))
+	for _, n := range names {
+		existingAll = append(existingAll, c.objs[KindEndpointSlice][objKey{key.ns, n}].(*discoveryv1.EndpointSlice))
+	}
 	if !managesEndpoints(svc) {
-		for _, n := range names {
-			t.remove(KindEndpointSlice, objKey{key.ns, n})
+		for _, s := range existingAll {
+			t.remove(KindEndpointSlice, objKey{key.ns, s.Name})
 		}
 		return
 	}
 	groups := t.desiredGroups(svc)
 	labels := sliceLabels(svc)
+	if len(groups) == 0 {
+		// Placeholder: keep the first slice, emptied; delete the others.
+		ps := &pendingSlice{}
+		for i, s := range existingAll {
+			if i == 0 {
+				ps.old = s
+				ps.changed = len(s.Endpoints) > 0 || len(s.Ports) > 0 || !reflect.DeepEqual(s.Labels, labels)
+				continue
+			}
+			t.remove(KindEndpointSlice, objKey{key.ns, s.Name})
+		}
+		if ps.old == nil || ps.changed {
+			t.writeSlice(svc, labels, ps)
+		}
+		return
+	}
 	existing := map[string][]*discoveryv1.EndpointSlice{}
-	for _, n := range names {
-		s := c.objs[KindEndpointSlice][objKey{key.ns, n}].(*discoveryv1.EndpointSlice)
+	var unused []*discoveryv1.EndpointSlice
+	for _, s := range existingAll {
 		k := portsKey(s.Ports)
 		if groups[k] == nil {
-			t.remove(KindEndpointSlice, objKey{key.ns, n})
+			unused = append(unused, s)
 			continue
 		}
 		existing[k] = append(existing[k], s)
@@ -256,23 +278,39 @@ func (t *tx) syncService(key objKey) {
 		gkeys = append(gkeys, k)
 	}
 	slices.Sort(gkeys)
+	var writes []*pendingSlice
 	for _, k := range gkeys {
-		t.reconcileGroup(svc, labels, groups[k], existing[k])
+		w, u := reconcileGroup(labels, groups[k], existing[k])
+		writes = append(writes, w...)
+		unused = append(unused, u...)
+	}
+	// New slices take the names of slices that would be deleted.
+	for _, ps := range writes {
+		if ps.old == nil && len(unused) > 0 {
+			ps.old, unused = unused[0], unused[1:]
+		}
+		t.writeSlice(svc, labels, ps)
+	}
+	for _, s := range unused {
+		t.remove(KindEndpointSlice, objKey{key.ns, s.Name})
 	}
 }
 
 // pendingSlice is a slice being rebuilt.
 type pendingSlice struct {
-	old     *discoveryv1.EndpointSlice // nil for a new slice
+	old     *discoveryv1.EndpointSlice // the slice it replaces; nil for a new slice
+	ports   []discoveryv1.EndpointPort
 	eps     []discoveryv1.Endpoint
 	changed bool
 }
 
-func (t *tx) reconcileGroup(svc *corev1.Service, labels map[string]string, g *endpointGroup, existing []*discoveryv1.EndpointSlice) {
+// reconcileGroup returns the slices of one port set to write (changed or new) and the
+// existing ones left empty.
+func reconcileGroup(labels map[string]string, g *endpointGroup, existing []*discoveryv1.EndpointSlice) (writes []*pendingSlice, unused []*discoveryv1.EndpointSlice) {
 	placed := map[string]bool{}
 	var work []*pendingSlice
 	for _, s := range existing {
-		ps := &pendingSlice{old: s, changed: !reflect.DeepEqual(s.Labels, labels)}
+		ps := &pendingSlice{old: s, ports: g.ports, changed: !reflect.DeepEqual(s.Labels, labels)}
 		for _, ep := range s.Endpoints {
 			name := ""
 			if ep.TargetRef != nil {
@@ -300,7 +338,7 @@ func (t *tx) reconcileGroup(svc *corev1.Service, labels map[string]string, g *en
 	// Fill changed slices with room first, then unchanged ones, then new slices.
 	for _, wantChanged := range []bool{true, false} {
 		for _, ps := range work {
-			if ps.changed != wantChanged {
+			if ps.changed != wantChanged || len(ps.eps) == 0 {
 				continue
 			}
 			for len(fresh) > 0 && len(ps.eps) < MaxEndpointsPerSlice {
@@ -312,29 +350,22 @@ func (t *tx) reconcileGroup(svc *corev1.Service, labels map[string]string, g *en
 	}
 	for len(fresh) > 0 {
 		n := min(len(fresh), MaxEndpointsPerSlice)
-		work = append(work, &pendingSlice{eps: fresh[:n:n], changed: true})
+		work = append(work, &pendingSlice{ports: g.ports, eps: fresh[:n:n], changed: true})
 		fresh = fresh[n:]
 	}
-	kept := 0
 	for _, ps := range work {
-		if len(ps.eps) == 0 && (len(g.eps) > 0 || kept > 0) {
-			if ps.old != nil {
-				t.remove(KindEndpointSlice, objKey{svc.Namespace, ps.old.Name})
-			}
-			continue
-		}
-		kept++
-		if ps.changed {
-			t.writeSlice(svc, labels, g.ports, ps)
+		switch {
+		case len(ps.eps) == 0:
+			unused = append(unused, ps.old)
+		case ps.changed:
+			writes = append(writes, ps)
 		}
 	}
-	if kept == 0 { // placeholder
-		t.writeSlice(svc, labels, nil, &pendingSlice{})
-	}
+	return writes, unused
 }
 
 // writeSlice stores the new version of a slice (or a new slice).
-func (t *tx) writeSlice(svc *corev1.Service, labels map[string]string, ports []discoveryv1.EndpointPort, ps *pendingSlice) {
+func (t *tx) writeSlice(svc *corev1.Service, labels map[string]string, ps *pendingSlice) {
 	var s *discoveryv1.EndpointSlice
 	if ps.old != nil {
 		s = ps.old.DeepCopy()
@@ -356,7 +387,7 @@ func (t *tx) writeSlice(svc *corev1.Service, labels map[string]string, ports []d
 	}
 	s.Annotations[corev1.EndpointsLastChangeTriggerTime] = t.now.UTC().Format(time.RFC3339Nano)
 	s.Endpoints = slices.Clone(ps.eps)
-	s.Ports = slices.Clone(ports)
+	s.Ports = slices.Clone(ps.ports)
 	t.put(KindEndpointSlice, s)
 }
 
