@@ -1,0 +1,345 @@
+// Package agent is the per-node proxy agent: what kube-proxy is on one node. It consumes the
+// cluster's change feed (Services and EndpointSlices), keeps the node's desired state, and
+// drives a backend through a bounded-frequency sync loop, recording every sync and the
+// network programming latency of every change, under kube-proxy's metric names.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"kpbench.dev/kpbench/backends"
+)
+
+// TriggerTimeAnnotation is the EndpointSlice annotation that carries the time of the change
+// that caused the slice's latest update (what kube-proxy measures programming latency from).
+const TriggerTimeAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
+
+// Change is one object change the agent consumes: a Service or an EndpointSlice, added,
+// updated or deleted. At most one of Service and Slice is set; a Change with neither only
+// advances the resource version (a change to an object the proxy does not watch).
+type Change struct {
+	// Deleted is true when the object is gone (the object holds its last state).
+	Deleted bool
+	// Service or Slice is the object.
+	Service *corev1.Service
+	Slice   *discoveryv1.EndpointSlice
+	// ResourceVersion orders changes; WaitSynced waits for a version to be programmed.
+	ResourceVersion uint64
+}
+
+// Config describes one node's agent.
+type Config struct {
+	// Node is the node this agent proxies for.
+	Node backends.NodeView
+	// View options: cluster CIDR and masqueradeAll.
+	View backends.ViewOptions
+	// Backend programs the node's kernel.
+	Backend backends.Backend
+	// MinSyncPeriod is the least time between two syncs (kube-proxy default 1s; 0 syncs
+	// after every batch of changes). SyncPeriod forces a full sync this often (default 30s).
+	MinSyncPeriod, SyncPeriod time.Duration
+	// Now is the clock (default time.Now). Periodic syncs are full: backends with a
+	// ForceFullSync method are told so before the sync.
+	Now func() time.Time
+}
+
+// SyncRecord is one sync as the agent saw it.
+type SyncRecord struct {
+	// Start and End of the sync (End is when the kernel was programmed).
+	Start, End time.Time
+	// View is the time spent building the desired state from the objects.
+	View time.Duration
+	// Result is what the backend reported.
+	Result backends.SyncResult
+	// Err is the sync's error, if any.
+	Err error
+	// ResourceVersion is the newest change the sync carried.
+	ResourceVersion uint64
+	// Services is the number of service ports in the desired state.
+	Services int
+	// Periodic is true for a sync forced by SyncPeriod.
+	Periodic bool
+}
+
+// Duration returns the sync's wall time.
+func (r SyncRecord) Duration() time.Duration { return r.End.Sub(r.Start) }
+
+// fullSyncer is implemented by backends that can be told to rewrite everything next time.
+type fullSyncer interface{ ForceFullSync() }
+
+// Agent is one node's proxy. Create it with New, then Run it.
+type Agent struct {
+	cfg Config
+
+	mu        sync.Mutex
+	services  map[string]*corev1.Service
+	slices    map[string]*discoveryv1.EndpointSlice
+	seenRV    uint64 // newest change received
+	syncedRV  uint64 // newest change programmed by a successful sync
+	pending   []pendingTrigger
+	records   []SyncRecord
+	metrics   Metrics
+	changed   chan struct{}
+	syncedSig chan struct{} // closed and replaced after every sync
+	lastState *backends.State
+	synced    bool // a sync has succeeded
+}
+
+type pendingTrigger struct {
+	at time.Time
+	rv uint64
+}
+
+// New returns an agent for cfg with defaults applied.
+func New(cfg Config) *Agent {
+	if cfg.SyncPeriod == 0 {
+		cfg.SyncPeriod = 30 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Agent{
+		cfg:       cfg,
+		services:  map[string]*corev1.Service{},
+		slices:    map[string]*discoveryv1.EndpointSlice{},
+		changed:   make(chan struct{}, 1),
+		syncedSig: make(chan struct{}),
+		metrics:   newMetrics(),
+	}
+}
+
+// Node returns the node's name.
+func (a *Agent) Node() string { return a.cfg.Node.Name }
+
+// Backend returns the agent's backend.
+func (a *Agent) Backend() backends.Backend { return a.cfg.Backend }
+
+// Observe feeds one change to the agent. It never blocks on the sync loop.
+func (a *Agent) Observe(c Change) {
+	a.mu.Lock()
+	switch {
+	case c.Service != nil:
+		key := c.Service.Namespace + "/" + c.Service.Name
+		if c.Deleted {
+			delete(a.services, key)
+		} else {
+			a.services[key] = c.Service
+		}
+		a.metrics.ServiceChanges++
+	case c.Slice != nil:
+		key := c.Slice.Namespace + "/" + c.Slice.Name
+		if c.Deleted {
+			delete(a.slices, key)
+		} else {
+			a.slices[key] = c.Slice
+		}
+		a.metrics.EndpointChanges++
+		if ts, ok := c.Slice.Annotations[TriggerTimeAnnotation]; ok && !c.Deleted {
+			if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+				a.pending = append(a.pending, pendingTrigger{at: t, rv: c.ResourceVersion})
+			}
+		}
+	}
+	if c.Service == nil && c.Slice == nil {
+		// Nothing to program: if no change is pending, the kernel is already up to date
+		// with this version too.
+		if a.syncedRV == a.seenRV && c.ResourceVersion > a.syncedRV {
+			a.syncedRV = c.ResourceVersion
+			close(a.syncedSig)
+			a.syncedSig = make(chan struct{})
+		}
+		if c.ResourceVersion > a.seenRV {
+			a.seenRV = c.ResourceVersion
+		}
+		a.mu.Unlock()
+		return
+	}
+	if c.ResourceVersion > a.seenRV {
+		a.seenRV = c.ResourceVersion
+	}
+	a.mu.Unlock()
+	select {
+	case a.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Consume feeds every change from ch to the agent until ch closes or ctx ends.
+func (a *Agent) Consume(ctx context.Context, ch <-chan Change) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c, ok := <-ch:
+			if !ok {
+				return
+			}
+			a.Observe(c)
+		}
+	}
+}
+
+// Run is the bounded-frequency sync loop: it syncs when changes arrived (at most once per
+// MinSyncPeriod) and at least once per SyncPeriod (a full sync), until ctx ends. The first
+// sync happens at once. Sync errors are recorded and retried at the next opportunity
+// (backends make the sync after an error full).
+func (a *Agent) Run(ctx context.Context) error {
+	periodic := time.NewTimer(a.cfg.SyncPeriod)
+	defer periodic.Stop()
+	var last time.Time
+	dirty, isPeriodic := true, false
+	retry := time.NewTimer(0)
+	<-retry.C
+	for {
+		if dirty {
+			if wait := a.cfg.MinSyncPeriod - a.cfg.Now().Sub(last); !last.IsZero() && wait > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(wait):
+				}
+			}
+			last = a.cfg.Now()
+			rec := a.syncOnce(ctx, isPeriodic)
+			dirty, isPeriodic = false, false
+			if rec.Err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				retry.Reset(max(a.cfg.MinSyncPeriod, 100*time.Millisecond))
+			}
+			if !periodic.Stop() {
+				select {
+				case <-periodic.C:
+				default:
+				}
+			}
+			periodic.Reset(a.cfg.SyncPeriod)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.changed:
+			dirty = true
+		case <-retry.C:
+			dirty = true
+		case <-periodic.C:
+			dirty, isPeriodic = true, true
+		}
+	}
+}
+
+// SyncNow runs one sync immediately, outside the loop's timing (used by tests and by
+// one-shot commands). Do not call it concurrently with Run.
+func (a *Agent) SyncNow(ctx context.Context) SyncRecord { return a.syncOnce(ctx, false) }
+
+func (a *Agent) syncOnce(ctx context.Context, periodic bool) SyncRecord {
+	a.mu.Lock()
+	services := make([]*corev1.Service, 0, len(a.services))
+	for _, s := range a.services {
+		services = append(services, s)
+	}
+	slices := make([]*discoveryv1.EndpointSlice, 0, len(a.slices))
+	for _, s := range a.slices {
+		slices = append(slices, s)
+	}
+	rv := a.seenRV
+	triggers := a.pending
+	a.pending = nil
+	a.mu.Unlock()
+
+	if periodic {
+		if fs, ok := a.cfg.Backend.(fullSyncer); ok {
+			fs.ForceFullSync()
+		}
+	}
+	rec := SyncRecord{Start: a.cfg.Now(), ResourceVersion: rv, Periodic: periodic}
+	state := backends.BuildState(a.cfg.Node, a.cfg.View, services, slices)
+	rec.View = a.cfg.Now().Sub(rec.Start)
+	rec.Services = len(state.Services)
+	res, err := a.cfg.Backend.Sync(ctx, state)
+	rec.End = a.cfg.Now()
+	rec.Result = res
+	if err != nil {
+		rec.Err = fmt.Errorf("sync %s %s: %w", a.cfg.Node.Name, a.cfg.Backend.Name(), err)
+	}
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.records = append(a.records, rec)
+	a.metrics.observeSync(rec)
+	if err != nil {
+		a.pending = append(triggers, a.pending...) // measured when a later sync carries them
+	} else {
+		for _, tr := range triggers {
+			a.metrics.NetworkProgramming = append(a.metrics.NetworkProgramming, rec.End.Sub(tr.at))
+		}
+		if rv > a.syncedRV {
+			a.syncedRV = rv
+		}
+		a.lastState, a.synced = state, true
+	}
+	close(a.syncedSig)
+	a.syncedSig = make(chan struct{})
+	return rec
+}
+
+// WaitSynced blocks until a successful sync has happened and every change up to resource
+// version rv is programmed, or ctx ends.
+func (a *Agent) WaitSynced(ctx context.Context, rv uint64) error {
+	for {
+		a.mu.Lock()
+		done, sig := a.synced && a.syncedRV >= rv, a.syncedSig
+		var lastErr error
+		if n := len(a.records); n > 0 {
+			lastErr = a.records[n-1].Err
+		}
+		a.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(fmt.Errorf("node %s: not synced to version %d: %w", a.cfg.Node.Name, rv, ctx.Err()), lastErr)
+		case <-sig:
+		}
+	}
+}
+
+// Records returns a copy of every sync so far.
+func (a *Agent) Records() []SyncRecord {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]SyncRecord(nil), a.records...)
+}
+
+// LastState returns the desired state of the last successful sync (nil before one).
+func (a *Agent) LastState() *backends.State {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lastState
+}
+
+// Metrics returns a snapshot of the agent's metrics.
+func (a *Agent) Metrics() Metrics {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.metrics.clone()
+}
+
+// NodeIPs is a convenience for building a NodeView.
+func NodeIPs(ips ...string) []netip.Addr {
+	out := make([]netip.Addr, 0, len(ips))
+	for _, s := range ips {
+		out = append(out, netip.MustParseAddr(s))
+	}
+	return out
+}

@@ -1,0 +1,76 @@
+//go:build linux
+
+// Package all knows every backend by name and builds one for a node. It is the only place
+// that imports every backend package.
+package all
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/backends/iptables"
+	"kpbench.dev/kpbench/backends/nftables"
+)
+
+// Node says where a backend works: the node's name, namespace and a private directory
+// (for per-node lock files).
+type Node struct {
+	Name      string
+	NetNSPath string
+	// StateDir holds per-node files such as the xtables lock file.
+	StateDir string
+}
+
+// Settings are the proxy configuration values backends take.
+type Settings struct {
+	// MasqueradeBit for iptables modes (0: kube-proxy's 14, i.e. 0x4000).
+	MasqueradeBit int
+	// Scheduler for IPVS ("" = rr).
+	Scheduler string
+}
+
+type factory func(n Node, s Settings) (backends.Backend, error)
+
+func lockFile(n Node) string { return filepath.Join(n.StateDir, "xtables-"+n.Name+".lock") }
+
+func registry() map[string]factory {
+	return map[string]factory{
+		"iptables": func(n Node, s Settings) (backends.Backend, error) {
+			return iptables.New(iptables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Flavor: iptables.FlavorNFT, LockFile: lockFile(n), MasqueradeBit: s.MasqueradeBit}), nil
+		},
+		"iptables-legacy": func(n Node, s Settings) (backends.Backend, error) {
+			return iptables.New(iptables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Flavor: iptables.FlavorLegacy, LockFile: lockFile(n), MasqueradeBit: s.MasqueradeBit}), nil
+		},
+		"nftables": func(n Node, s Settings) (backends.Backend, error) {
+			return nftables.New(nftables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath})
+		},
+	}
+}
+
+// Names returns every backend name, sorted.
+func Names() []string {
+	var names []string
+	for n := range registry() {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// New builds the named backend for a node.
+func New(name string, n Node, s Settings) (backends.Backend, error) {
+	f, ok := registry()[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown backend %q: allowed values are %s", name, strings.Join(Names(), ", "))
+	}
+	return f(n, s)
+}
+
+// Valid reports whether name is a known backend.
+func Valid(name string) bool {
+	_, ok := registry()[name]
+	return ok
+}

@@ -1,0 +1,227 @@
+//go:build linux
+
+// Package testbed runs a whole fake cluster: a lab (namespaces and echo servers), its
+// control plane (object store, allocators, endpoints controller), a kubelet that turns
+// scheduled Pods into lab pods, and one proxy agent per node driving a backend. Scenarios
+// and `kpbench check` drive it; probes go through its lab.
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/backends/agent"
+	"kpbench.dev/kpbench/backends/all"
+	"kpbench.dev/kpbench/lab"
+	"kpbench.dev/kpbench/lab/cluster"
+)
+
+// Options describe a testbed.
+type Options struct {
+	// Lab is the lab's topology. PodsPerNode pods are plain lab pods outside the cluster
+	// (probe sources); cluster pods come from manifests.
+	Lab lab.Config
+	// Backend names the proxy backend every node runs (see backends/all).
+	Backend string
+	// Settings are backend settings (masquerade bit, IPVS scheduler).
+	Settings all.Settings
+	// View: cluster CIDR (default: the lab's pod CIDR) and masqueradeAll.
+	View backends.ViewOptions
+	// MinSyncPeriod and SyncPeriod of every agent (defaults 0 and 30s: the bench syncs as
+	// soon as changes arrive unless a scenario asks for kube-proxy's 1s).
+	MinSyncPeriod, SyncPeriod time.Duration
+	// ServiceCIDR, LoadBalancerPool and the node port range of the control plane
+	// (cluster's defaults when zero).
+	ServiceCIDR, LoadBalancerPool netip.Prefix
+	NodePortMin, NodePortMax      int32
+	// ProbePods adds one lab pod per node, named probe-<node>, as a source of in-cluster
+	// traffic that belongs to no Service.
+	ProbePods bool
+}
+
+// Testbed is a running fake cluster.
+type Testbed struct {
+	opts    Options
+	Lab     *lab.Lab
+	Cluster *cluster.Cluster
+	Agents  []*agent.Agent
+
+	stateDir string
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	kubelet  *kubelet
+}
+
+// Start builds the lab, the control plane and the agents, and waits for the first sync
+// of every node. On error everything made so far is removed.
+func Start(ctx context.Context, o Options) (_ *Testbed, err error) {
+	if o.Backend == "" {
+		o.Backend = "iptables"
+	}
+	if !all.Valid(o.Backend) {
+		_, err := all.New(o.Backend, all.Node{}, o.Settings)
+		return nil, err
+	}
+	o.Lab.Default()
+	if !o.View.ClusterCIDR.IsValid() {
+		o.View.ClusterCIDR = o.Lab.PodCIDR
+	}
+	if !o.LoadBalancerPool.IsValid() {
+		o.LoadBalancerPool = netip.MustParsePrefix("172.18.1.0/24")
+	}
+	o.Lab.ClientRoutes = append(o.Lab.ClientRoutes, o.LoadBalancerPool)
+	podsPerNode := o.Lab.PodsPerNode
+	o.Lab.PodsPerNode = 0
+	l, err := lab.Up(ctx, o.Lab)
+	if err != nil {
+		return nil, err
+	}
+	tb := &Testbed{opts: o, Lab: l}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, tb.Stop(context.WithoutCancel(ctx)))
+		}
+	}()
+	var nodes []cluster.Node
+	for _, n := range l.Hosts(lab.KindNode) {
+		nodes = append(nodes, cluster.Node{Name: n.Name, IP: n.IP, Zone: n.Zone})
+		for k := range podsPerNode {
+			if _, err := l.AddPod(ctx, lab.PodSpec{Name: fmt.Sprintf("%s-pod-%d", n.Name, k), Node: n.Name}); err != nil {
+				return tb, err
+			}
+		}
+		if o.ProbePods {
+			if _, err := l.AddPod(ctx, lab.PodSpec{Name: ProbePod(n.Name), Node: n.Name}); err != nil {
+				return tb, err
+			}
+		}
+	}
+	tb.Cluster, err = cluster.New(cluster.Config{
+		ServiceCIDR: o.ServiceCIDR, LoadBalancerPool: o.LoadBalancerPool,
+		NodePortMin: o.NodePortMin, NodePortMax: o.NodePortMax, Nodes: nodes,
+	})
+	if err != nil {
+		return tb, fmt.Errorf("control plane: %w", err)
+	}
+	tb.stateDir = filepath.Join("/run/kpbench", "state", l.Name())
+	if err := os.MkdirAll(tb.stateDir, 0o755); err != nil {
+		return tb, err
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	tb.cancel = cancel
+	tb.kubelet = newKubelet(l, tb.Cluster)
+	events, err := tb.Cluster.Watch(runCtx)
+	if err != nil {
+		return tb, err
+	}
+	tb.wg.Add(1)
+	go func() { defer tb.wg.Done(); tb.kubelet.run(runCtx, events) }()
+
+	for _, n := range l.Hosts(lab.KindNode) {
+		be, err := all.New(o.Backend, all.Node{Name: n.Name, NetNSPath: n.NetNSPath, StateDir: tb.stateDir}, o.Settings)
+		if err != nil {
+			return tb, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		ag := agent.New(agent.Config{
+			Node:    backends.NodeView{Name: n.Name, IPs: []netip.Addr{n.IP}, Zone: n.Zone},
+			View:    o.View,
+			Backend: be, MinSyncPeriod: o.MinSyncPeriod, SyncPeriod: o.SyncPeriod,
+		})
+		tb.Agents = append(tb.Agents, ag)
+		ch, err := tb.Cluster.Watch(runCtx)
+		if err != nil {
+			return tb, err
+		}
+		tb.wg.Add(2)
+		go func() { defer tb.wg.Done(); feed(runCtx, ag, ch) }()
+		go func() { defer tb.wg.Done(); _ = ag.Run(runCtx) }()
+	}
+	return tb, tb.WaitSynced(ctx)
+}
+
+// ProbePod is the name of the probe pod of a node.
+func ProbePod(node string) string { return "probe-" + node }
+
+// feed turns the control plane's events into agent changes.
+func feed(ctx context.Context, ag *agent.Agent, ch <-chan cluster.Event) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-ch:
+			if !ok {
+				return
+			}
+			c := agent.Change{Deleted: ev.Type == cluster.Deleted, ResourceVersion: ev.ResourceVersion}
+			switch o := ev.Object.(type) {
+			case *corev1.Service:
+				c.Service = o
+			case *discoveryv1.EndpointSlice:
+				c.Slice = o
+			}
+			ag.Observe(c)
+		}
+	}
+}
+
+// Apply creates or updates objects in the control plane (all or nothing). Call
+// WaitSynced to wait for pods to run and rules to be programmed.
+func (tb *Testbed) Apply(ctx context.Context, objs ...runtime.Object) error {
+	return tb.Cluster.Apply(ctx, objs...)
+}
+
+// WaitSynced waits until the kubelet has started every scheduled pod and every node has
+// programmed every change made so far.
+func (tb *Testbed) WaitSynced(ctx context.Context) error {
+	var rv uint64
+	for {
+		rv = tb.Cluster.ResourceVersion()
+		if err := tb.kubelet.waitProcessed(ctx, rv); err != nil {
+			return err
+		}
+		if tb.Cluster.ResourceVersion() == rv {
+			break // the kubelet's own status updates are in, nothing new happened
+		}
+	}
+	for _, ag := range tb.Agents {
+		if err := ag.WaitSynced(ctx, rv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetPodReady changes a pod's readiness (and termination) as its kubelet would report it.
+func (tb *Testbed) SetPodReady(namespace, name string, ready, terminating bool) error {
+	return tb.kubelet.setConditions(namespace, name, ready, terminating)
+}
+
+// Stop stops the agents and the kubelet and removes the lab (and with it every rule).
+func (tb *Testbed) Stop(ctx context.Context) error {
+	if tb.cancel != nil {
+		tb.cancel()
+	}
+	tb.wg.Wait()
+	var errs []error
+	if tb.Lab != nil {
+		errs = append(errs, tb.Lab.Down(ctx))
+	}
+	if tb.stateDir != "" {
+		errs = append(errs, os.RemoveAll(tb.stateDir))
+	}
+	return errors.Join(errs...)
+}
+
+// Backend returns the backend's name.
+func (tb *Testbed) Backend() string { return tb.opts.Backend }
