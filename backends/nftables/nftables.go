@@ -1,0 +1,612 @@
+// Package nftables is the nftables backend: kube-proxy's nftables mode (GA since
+// Kubernetes 1.33) for one node, written with sigs.k8s.io/knftables.
+//
+// Everything lives in one table, `ip kube-proxy`, with kube-proxy's layout and names:
+//
+//   - base chains filter-prerouting/input/forward/output, filter-output-post-dnat and
+//     nat-prerouting/output/postrouting, jumping to services, firewall-check,
+//     service-endpoints-check, nodeport-endpoints-check, cluster-ips-check and masquerading;
+//   - verdict maps service-ips, no-endpoint-services and firewall-ips keyed
+//     `ipv4_addr . inet_proto . inet_service`, service-nodeports and no-endpoint-nodeports
+//     keyed `inet_proto . inet_service`; sets cluster-ips and nodeport-ips;
+//   - per service port, chains service-/local-/external-/firewall-HASH-ns/name/proto/port,
+//     and per endpoint endpoint-HASH-ns/name/proto/port__IP/port (with affinity-... sets
+//     for sessionAffinity ClientIP). HASH is the first 8 characters of
+//     base32(sha256(name)), as kube-proxy's hashAndTruncate.
+//
+// Rule generation (rules.go) is pure code; Backend.Sync writes one knftables transaction
+// per sync. The first sync, the sync after an error, after a change of node-wide settings
+// and after the table disappeared are full: the table's fixed part is recreated, every set
+// and map flushed and refilled, every service chain rewritten. Other syncs are
+// incremental: they write only the chains of the service ports that changed
+// (ServicePort.Equal against the last applied state) and the set and map elements that
+// differ.
+//
+// Stale chains (of removed services, or no longer used by a changed one) are flushed and
+// deleted in the same transaction that removes the last references to them. kube-proxy
+// instead flushes them and deletes them a second later, because kernels before 6.2
+// noticed late that a chain whose map element was just deleted is unreferenced; this
+// lab's kernels are newer.
+package nftables
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/knftables"
+
+	"kpbench.dev/kpbench/backends"
+)
+
+// Name is the backend's name.
+const Name = "nftables"
+
+// Options configures a Backend.
+type Options struct {
+	// NodeName names the node in errors.
+	NodeName string
+	// NetNSPath is the node's network namespace (e.g. /run/netns/kpb-x-node1); nft runs
+	// inside it. Required by New; the host's root namespace is never used.
+	NetNSPath string
+	// OnUDPEndpointsRemoved, when set, is called after every successful sync with the UDP
+	// service ports whose traffic may be stuck in conntrack entries: endpoints that no
+	// longer receive traffic, or ports that had no endpoint (so their packets were
+	// rejected) and now have some. The shared conntrack cleaner is meant to delete those
+	// entries, as kube-proxy's conntrack.CleanStaleEntries does.
+	//
+	// TODO(integration): wire the shared UDP conntrack cleaner (backends/iptables/conntrack.go)
+	// here; this backend deliberately does not duplicate it.
+	OnUDPEndpointsRemoved func(ctx context.Context, changes []UDPChange) error
+}
+
+// UDPChange describes one UDP service port whose conntrack entries may be stale.
+type UDPChange struct {
+	// Old is the port as last applied (nil: new port); New the port as applied now (nil:
+	// removed port).
+	Old, New *backends.ServicePort
+	// Removed are the endpoints that had a chain before this sync and have none now.
+	Removed []backends.Endpoint
+	// BecameReachable is true when the port had no usable endpoint before (its traffic was
+	// rejected) and has some now.
+	BecameReachable bool
+}
+
+// kernel is what a Backend needs from the node: running transactions and looking at the
+// table. nsKernel (kernel_linux.go) runs nft inside the node's namespace; ifaceKernel
+// uses any knftables.Interface, typically the in-memory fake.
+type kernel interface {
+	run(ctx context.Context, tx *knftables.Transaction) error
+	list(ctx context.Context, objectType string) ([]string, error)
+	// tableExists reports whether `table ip kube-proxy` is present.
+	tableExists(ctx context.Context) (bool, error)
+}
+
+// ifaceKernel adapts a knftables.Interface that needs no namespace handling.
+type ifaceKernel struct{ nft knftables.Interface }
+
+func (k ifaceKernel) run(ctx context.Context, tx *knftables.Transaction) error {
+	return k.nft.Run(ctx, tx)
+}
+
+func (k ifaceKernel) list(ctx context.Context, objectType string) ([]string, error) {
+	return k.nft.List(ctx, objectType)
+}
+
+func (k ifaceKernel) tableExists(ctx context.Context) (bool, error) {
+	_, err := k.nft.List(ctx, "maps")
+	if knftables.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// appliedService is what the kernel holds for one service port after a successful sync.
+type appliedService struct {
+	// sp is a private copy of the port as applied.
+	sp     *backends.ServicePort
+	cat    backends.Categorized
+	chains []string
+	sets   []setPlan
+	elems  []element
+	// epoch is the last incremental sync that found the port in the desired state.
+	epoch uint64
+}
+
+// Backend programs one node's `table ip kube-proxy`. It implements backends.Backend; its
+// methods are safe for concurrent use (syncs are serialised).
+type Backend struct {
+	opts Options
+	nft  knftables.Interface
+	k    kernel
+
+	mu sync.Mutex
+	// needFull forces the next sync to be full (start, errors, Cleanup).
+	needFull bool
+	// baseChainsRecreated is set once a full sync has re-created the base chains.
+	baseChainsRecreated bool
+	cfg                 config
+	applied             map[backends.ServicePortName]*appliedService
+	elems               *elementStore
+	// epoch numbers incremental syncs (see appliedService.epoch).
+	epoch uint64
+}
+
+var _ backends.Backend = (*Backend)(nil)
+
+// NewWithInterface returns a Backend that writes through nft instead of running nft in a
+// namespace: meant for knftables.NewFake(knftables.IPv4Family, Table) in tests that run
+// without root. opts.NetNSPath is ignored.
+func NewWithInterface(opts Options, nft knftables.Interface) *Backend {
+	return newBackend(opts, nft, ifaceKernel{nft})
+}
+
+func newBackend(opts Options, nft knftables.Interface, k kernel) *Backend {
+	return &Backend{opts: opts, nft: nft, k: k, needFull: true, elems: newElementStore()}
+}
+
+// Name returns "nftables".
+func (b *Backend) Name() string { return Name }
+
+// wrap adds the node, backend and operation to err.
+func (b *Backend) wrap(op string, err error) error {
+	return fmt.Errorf("%s %s %s: %w", op, b.opts.NodeName, Name, err)
+}
+
+// Sync makes `table ip kube-proxy` match desired, in one transaction: full on the first
+// sync, after an error, after a change of NodeIPs/ClusterCIDR/MasqueradeAll or when the
+// table is gone; incremental otherwise.
+//
+// Equivalent to: `nft -f -` with the generated transaction, inside the node's namespace.
+func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.SyncResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var res backends.SyncResult
+
+	cfg := configOf(desired)
+	full := b.needFull || !cfg.equal(b.cfg)
+	var applyTime time.Duration
+	if !full {
+		t0 := time.Now()
+		ok, err := b.k.tableExists(ctx)
+		applyTime += time.Since(t0)
+		if err != nil {
+			b.needFull = true
+			return res, b.wrap("sync", fmt.Errorf("check table: %w", err))
+		}
+		full = !ok
+	}
+
+	var kernelChains, kernelSets []string
+	if full {
+		// Leftovers of an earlier run or of a failed sync: find them to delete them.
+		t0 := time.Now()
+		var err error
+		kernelChains, kernelSets, err = b.listServiceObjects(ctx)
+		applyTime += time.Since(t0)
+		if err != nil {
+			b.needFull = true
+			return res, b.wrap("sync", err)
+		}
+	}
+
+	start := time.Now()
+	tx := b.nft.NewTransaction()
+	w := &writer{tx: tx}
+	var pending *pendingSync
+	if full {
+		pending = b.writeFull(w, cfg, desired, kernelChains, kernelSets)
+	} else {
+		pending = b.writeIncremental(w, cfg, desired)
+	}
+	res.Generate = time.Since(start)
+	res.Full = full
+	res.Rules = w.rules
+	res.ChangedServices = pending.changed
+
+	if tx.NumOperations() > 0 {
+		t0 := time.Now()
+		err := b.k.run(ctx, tx)
+		applyTime += time.Since(t0)
+		res.Apply = applyTime
+		text := tx.String()
+		res.Bytes = len(text)
+		if err != nil {
+			b.needFull = true
+			return res, b.wrap("sync", fmt.Errorf("nft transaction (%d operations): %w%s",
+				tx.NumOperations(), err, failingLines(err, text)))
+		}
+	}
+	res.Apply = applyTime
+
+	var udp []UDPChange
+	if b.opts.OnUDPEndpointsRemoved != nil {
+		udp = udpChanges(pending.pairs)
+	}
+	b.commit(pending, cfg)
+	if len(udp) > 0 {
+		if err := b.opts.OnUDPEndpointsRemoved(ctx, udp); err != nil {
+			// The rules are in place; only conntrack cleanup failed, so the next
+			// sync need not be full.
+			return res, b.wrap("sync", fmt.Errorf("conntrack cleanup: %w", err))
+		}
+	}
+	return res, nil
+}
+
+// commit records that the transaction of pending succeeded.
+func (b *Backend) commit(pending *pendingSync, cfg config) {
+	if pending.full {
+		b.applied = pending.applied
+		b.baseChainsRecreated = true
+	} else {
+		for _, pr := range pending.pairs {
+			if pr.now == nil {
+				delete(b.applied, pr.old.sp.Name)
+			} else {
+				b.applied[pr.now.sp.Name] = pr.now
+			}
+		}
+	}
+	b.elems = pending.elems
+	b.elems.commit()
+	b.cfg = cfg
+	b.needFull = false
+}
+
+// listServiceObjects lists the per-service chains and affinity sets in the kernel (none
+// when the table does not exist).
+func (b *Backend) listServiceObjects(ctx context.Context) (chains, sets []string, err error) {
+	all, err := b.k.list(ctx, "chains")
+	if knftables.IsNotFound(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("list chains: %w", err)
+	}
+	for _, c := range all {
+		if isServiceChainName(c) {
+			chains = append(chains, c)
+		}
+	}
+	all, err = b.k.list(ctx, "sets")
+	if knftables.IsNotFound(err) {
+		return chains, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("list sets: %w", err)
+	}
+	for _, s := range all {
+		if isAffinitySetName(s) {
+			sets = append(sets, s)
+		}
+	}
+	return chains, sets, nil
+}
+
+// pendingSync is the state the kernel will hold if the transaction succeeds.
+type pendingSync struct {
+	full bool
+	// applied replaces Backend.applied after a full sync.
+	applied map[backends.ServicePortName]*appliedService
+	// pairs are the service ports whose chains were written or removed, before and
+	// after; an incremental sync applies them to Backend.applied.
+	pairs []servicePair
+	elems *elementStore
+	// changed counts the service ports whose chains were written or removed.
+	changed int
+}
+
+// servicePair is one service port before (old, nil if new) and after (now, nil if
+// removed) a sync.
+type servicePair struct{ old, now *appliedService }
+
+// planned is one service port of the desired state with its plan.
+type planned struct {
+	sp   *backends.ServicePort
+	plan *servicePlan
+}
+
+// record makes the appliedService of p, copying the port so that later changes by the
+// caller cannot alter what we believe the kernel holds.
+func record(p planned) *appliedService {
+	return &appliedService{
+		sp:     cloneServicePort(p.sp),
+		cat:    p.plan.cat,
+		chains: p.plan.chainNames(),
+		sets:   p.plan.sets,
+		elems:  p.plan.elems,
+	}
+}
+
+func cloneServicePort(sp *backends.ServicePort) *backends.ServicePort {
+	c := *sp
+	c.ExternalIPs = slices.Clone(sp.ExternalIPs)
+	c.LoadBalancerIPs = slices.Clone(sp.LoadBalancerIPs)
+	c.LoadBalancerSourceRanges = slices.Clone(sp.LoadBalancerSourceRanges)
+	c.Endpoints = slices.Clone(sp.Endpoints)
+	return &c
+}
+
+// writeFull writes a whole ruleset: fixed part, every service, and the deletion of the
+// kernel's per-service chains and affinity sets that the desired state no longer has.
+func (b *Backend) writeFull(w *writer, cfg config, desired *backends.State, kernelChains, kernelSets []string) *pendingSync {
+	tx := w.tx
+	ps := &pendingSync{full: true, applied: make(map[backends.ServicePortName]*appliedService, len(desired.Services)), elems: newElementStore()}
+	writeSetup(w, cfg, !b.baseChainsRecreated)
+
+	plans := make([]planned, 0, len(desired.Services))
+	activeChains := map[string]bool{}
+	activeSets := map[string]bool{}
+	for _, in := range desired.Services {
+		sp := ipv4Only(in)
+		if sp == nil || ps.applied[sp.Name] != nil {
+			continue
+		}
+		p := planned{sp: sp, plan: planService(cfg, sp)}
+		plans = append(plans, p)
+		rec := record(p)
+		ps.applied[sp.Name] = rec
+		ps.pairs = append(ps.pairs, servicePair{b.applied[sp.Name], rec})
+		for _, c := range p.plan.chains {
+			activeChains[c.name] = true
+			w.ensureChain(c.name)
+		}
+		for _, s := range p.plan.sets {
+			activeSets[s.name] = true
+		}
+	}
+	ps.changed = len(plans)
+	for name, old := range b.applied {
+		if ps.applied[name] == nil {
+			ps.pairs = append(ps.pairs, servicePair{old, nil})
+		}
+	}
+	var stale []string
+	for _, c := range kernelChains {
+		if !activeChains[c] {
+			tx.Flush(&knftables.Chain{Name: c})
+			stale = append(stale, c)
+		}
+	}
+	// Every rule that could use an affinity set has been flushed above.
+	for _, s := range kernelSets {
+		if !activeSets[s] {
+			tx.Delete(&knftables.Set{Name: s})
+		}
+	}
+	for _, p := range plans {
+		for _, s := range p.plan.sets {
+			tx.Add(affinitySet(s))
+		}
+	}
+	for _, p := range plans {
+		for _, c := range p.plan.chains {
+			writeRules(w, c)
+		}
+		for _, e := range p.plan.elems {
+			ps.elems.add(e)
+		}
+	}
+	w.rules += ps.elems.write(tx, true)
+	for _, c := range stale {
+		tx.Delete(&knftables.Chain{Name: c})
+	}
+	return ps
+}
+
+// writeIncremental writes the changes from the last applied state to desired: chains of
+// changed, added and removed service ports, and the element differences.
+func (b *Backend) writeIncremental(w *writer, cfg config, desired *backends.State) *pendingSync {
+	tx := w.tx
+	ps := &pendingSync{elems: b.elems}
+	// Mark the unchanged ports with this sync's epoch, instead of building a new map
+	// of every port: an incremental sync should cost what changed.
+	b.epoch++
+	var changed []planned
+	var removed []*appliedService
+	added := map[backends.ServicePortName]bool{}
+	for _, in := range desired.Services {
+		sp := ipv4Only(in)
+		if sp == nil || added[sp.Name] {
+			continue
+		}
+		old := b.applied[sp.Name]
+		if old != nil {
+			if old.epoch == b.epoch {
+				continue // duplicate name: the first one wins
+			}
+			old.epoch = b.epoch
+			if old.sp.Equal(sp) {
+				continue
+			}
+		}
+		added[sp.Name] = true
+		changed = append(changed, planned{sp: sp, plan: planService(cfg, sp)})
+	}
+	for _, old := range b.applied {
+		if old.epoch != b.epoch {
+			removed = append(removed, old)
+		}
+	}
+	// Map iteration order is random; keep transactions reproducible.
+	slices.SortFunc(removed, func(a, c *appliedService) int { return backends.CompareNames(a.sp.Name, c.sp.Name) })
+	ps.changed = len(changed) + len(removed)
+	for _, old := range removed {
+		ps.pairs = append(ps.pairs, servicePair{old, nil})
+	}
+	for _, p := range changed {
+		ps.pairs = append(ps.pairs, servicePair{b.applied[p.sp.Name], record(p)})
+	}
+
+	// Chains: flush the stale ones, create or empty the used ones.
+	var stale []string
+	for _, old := range removed {
+		for _, c := range old.chains {
+			tx.Flush(&knftables.Chain{Name: c})
+			stale = append(stale, c)
+		}
+	}
+	for _, p := range changed {
+		now := map[string]bool{}
+		for _, c := range p.plan.chains {
+			now[c.name] = true
+			w.ensureChain(c.name)
+		}
+		if old := b.applied[p.sp.Name]; old != nil {
+			for _, c := range old.chains {
+				if !now[c] {
+					tx.Flush(&knftables.Chain{Name: c})
+					stale = append(stale, c)
+				}
+			}
+		}
+	}
+	// Affinity sets: every rule that used the old ones has been flushed above. A set
+	// whose timeout changes is recreated (the kernel refuses to change it in place).
+	for _, old := range removed {
+		for _, s := range old.sets {
+			tx.Delete(&knftables.Set{Name: s.name})
+		}
+	}
+	for _, p := range changed {
+		oldSets := map[string]int32{}
+		if old := b.applied[p.sp.Name]; old != nil {
+			for _, s := range old.sets {
+				oldSets[s.name] = s.timeout
+			}
+		}
+		for _, s := range p.plan.sets {
+			t, had := oldSets[s.name]
+			delete(oldSets, s.name)
+			if had && t == s.timeout {
+				continue
+			}
+			if had {
+				tx.Delete(&knftables.Set{Name: s.name})
+			}
+			tx.Add(affinitySet(s))
+		}
+		for _, name := range sortedKeys(oldSets) {
+			tx.Delete(&knftables.Set{Name: name})
+		}
+	}
+	// Rules and elements.
+	for _, old := range removed {
+		for _, e := range old.elems {
+			ps.elems.remove(e)
+		}
+	}
+	for _, p := range changed {
+		for _, c := range p.plan.chains {
+			writeRules(w, c)
+		}
+		if old := b.applied[p.sp.Name]; old != nil {
+			for _, e := range old.elems {
+				ps.elems.remove(e)
+			}
+		}
+		for _, e := range p.plan.elems {
+			ps.elems.add(e)
+		}
+	}
+	w.rules += ps.elems.write(tx, false)
+	for _, c := range stale {
+		tx.Delete(&knftables.Chain{Name: c})
+	}
+	return ps
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// udpChanges lists the UDP ports among pairs whose conntrack entries may be stale.
+func udpChanges(pairs []servicePair) []UDPChange {
+	var out []UDPChange
+	for _, pr := range pairs {
+		o, n := pr.old, pr.now
+		var ch UDPChange
+		hadAny := false
+		if o != nil {
+			if o.sp.Name.Protocol != backends.UDP {
+				continue
+			}
+			ch.Old = o.sp
+			hadAny = o.cat.HasAnyEndpoints
+		}
+		if n != nil {
+			if n.sp.Name.Protocol != backends.UDP {
+				continue
+			}
+			ch.New = n.sp
+			ch.BecameReachable = !hadAny && n.cat.HasAnyEndpoints
+		}
+		if o != nil {
+			for _, ep := range o.cat.All {
+				if n == nil || !slices.Contains(n.cat.All, ep) {
+					ch.Removed = append(ch.Removed, ep)
+				}
+			}
+		}
+		if len(ch.Removed) > 0 || ch.BecameReachable {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+// stdinLine finds "/dev/stdin:LINE:" in nft's error messages.
+var stdinLine = regexp.MustCompile(`stdin:(\d+):`)
+
+// failingLines returns the transaction lines nft complained about, with one line of
+// context either side, formatted for an error message ("" when nft named no line).
+func failingLines(err error, text string) string {
+	m := stdinLine.FindStringSubmatch(err.Error())
+	if m == nil {
+		return ""
+	}
+	n, convErr := strconv.Atoi(m[1])
+	if convErr != nil || n < 1 {
+		return ""
+	}
+	lines := strings.Split(text, "\n")
+	var b strings.Builder
+	for i := max(n-2, 0); i < min(n+1, len(lines)); i++ {
+		mark := "  "
+		if i == n-1 {
+			mark = "> "
+		}
+		fmt.Fprintf(&b, "\n%s%d: %s", mark, i+1, lines[i])
+	}
+	return b.String()
+}
+
+// Cleanup deletes `table ip kube-proxy` and everything in it. A missing table is not an
+// error. The next Sync is full.
+//
+// Equivalent to: `nft delete table ip kube-proxy`.
+func (b *Backend) Cleanup(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.needFull = true
+	b.applied = nil
+	b.elems = newElementStore()
+	tx := b.nft.NewTransaction()
+	tx.Delete(&knftables.Table{})
+	err := b.k.run(ctx, tx)
+	if err != nil && !knftables.IsNotFound(err) {
+		return b.wrap("cleanup", err)
+	}
+	return nil
+}

@@ -1,0 +1,367 @@
+package nftables
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/knftables"
+
+	"kpbench.dev/kpbench/backends"
+)
+
+func newFake() (*Backend, *knftables.Fake) {
+	fake := knftables.NewFake(knftables.IPv4Family, Table)
+	return NewWithInterface(Options{NodeName: testNode}, fake), fake
+}
+
+func TestNames(t *testing.T) {
+	// Examples from kube-proxy's servicePortChainNameBase / servicePortEndpointChainNameBase docs.
+	n := backends.ServicePortName{Namespace: "ns1", Name: "svc1", Port: "p80", Protocol: backends.TCP}
+	tests := []struct{ name, got, want string }{
+		{"service", clusterChainPrefix + serviceNameBase(n), "service-ULMVA6XW-ns1/svc1/tcp/p80"},
+		{"endpoint", endpointChainPrefix + endpointNameBase(n, ep("10.180.0.1", 80, false)), "endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80"},
+		{"long names are truncated", hashAndTruncate(strings.Repeat("a", 300))[chainNameBaseLengthMax-3:], "..."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, tt.got) })
+	}
+}
+
+// TestGolden checks the full ruleset of one sync against testdata/<name>.golden.
+func TestGolden(t *testing.T) {
+	withNodePort := func(sp *backends.ServicePort, np int32) *backends.ServicePort { sp.NodePort = np; return sp }
+	tests := []struct {
+		name  string
+		state func() *backends.State
+	}{
+		{"one-endpoint", func() *backends.State {
+			return state(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false)))
+		}},
+		{"two-endpoints", func() *backends.State {
+			return state(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false), ep("10.1.0.3", 8080, true)))
+		}},
+		{"three-endpoints", func() *backends.State {
+			return state(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false), ep("10.1.0.3", 8080, true), ep("10.1.0.4", 8080, false)))
+		}},
+		{"320-endpoints", func() *backends.State { return state(svc("ns1", "svc1", "172.30.0.41", 80, nEndpoints(320)...)) }},
+		{"affinity", func() *backends.State {
+			sp := svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false), ep("10.1.0.3", 8080, true))
+			sp.AffinityClientIP, sp.AffinityTimeoutSeconds = true, 10800
+			return state(sp)
+		}},
+		{"nodeport", func() *backends.State {
+			return state(withNodePort(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false)), 30080))
+		}},
+		{"nodeport-all-local-addresses-masquerade-all", func() *backends.State {
+			s := state(withNodePort(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false)), 30080))
+			s.NodeIPs, s.ClusterCIDR, s.MasqueradeAll = nil, netip.Prefix{}, true
+			return s
+		}},
+		{"external-policy-local", func() *backends.State {
+			sp := withNodePort(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false), ep("10.1.0.3", 8080, true)), 30080)
+			sp.ExternalPolicyLocal, sp.HealthCheckNodePort = true, 30000
+			return state(sp)
+		}},
+		{"external-policy-local-no-local-endpoints", func() *backends.State {
+			sp := withNodePort(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false)), 30080)
+			sp.ExternalPolicyLocal = true
+			return state(sp)
+		}},
+		{"both-policies-local", func() *backends.State {
+			sp := withNodePort(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false), ep("10.1.0.3", 8080, true)), 30080)
+			sp.ExternalPolicyLocal, sp.InternalPolicyLocal = true, true
+			return state(sp)
+		}},
+		{"loadbalancer-source-ranges", func() *backends.State {
+			sp := withNodePort(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false)), 30080)
+			sp.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("5.6.7.8")}
+			sp.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("192.168.0.0/24")}
+			return state(sp)
+		}},
+		{"external-ips", func() *backends.State {
+			sp := svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false))
+			sp.ExternalIPs = []netip.Addr{netip.MustParseAddr("192.168.99.11"), netip.MustParseAddr("2001:db8::1")}
+			return state(sp)
+		}},
+		{"no-endpoints", func() *backends.State {
+			sp := withNodePort(svc("ns1", "svc1", "172.30.0.41", 80), 30080)
+			sp.ExternalIPs = []netip.Addr{netip.MustParseAddr("192.168.99.11")}
+			return state(sp)
+		}},
+		{"internal-policy-local", func() *backends.State {
+			a := svc("ns1", "svc-local", "172.30.0.41", 80, ep("10.1.0.2", 8080, false), ep("10.1.0.3", 8080, true))
+			a.InternalPolicyLocal = true
+			b := svc("ns1", "svc-remote", "172.30.0.42", 80, ep("10.1.0.4", 8080, false))
+			b.InternalPolicyLocal = true
+			return state(a, b)
+		}},
+		{"terminating-fallback-and-udp", func() *backends.State {
+			term := ep("10.1.0.5", 53, false)
+			term.Ready, term.Terminating = false, true
+			notServing := ep("10.1.0.6", 53, false)
+			notServing.Ready = false
+			sp := svc("kube-system", "dns", "172.30.0.10", 53, term, notServing)
+			sp.Name.Protocol, sp.Name.Port = backends.UDP, "dns"
+			return state(sp)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, fake := newFake()
+			res, err := b.Sync(context.Background(), tt.state())
+			require.NoError(t, err)
+			assert.True(t, res.Full)
+			assert.Positive(t, res.Rules)
+			assert.Equal(t, len(fake.LastTransaction.String()), res.Bytes)
+			golden(t, tt.name, fake.Dump())
+		})
+	}
+}
+
+// mutation changes a state in place; the incremental tests apply them in sequence.
+type mutation struct {
+	name   string
+	mutate func(s *backends.State)
+	// touches is the service whose chains the incremental transaction may write
+	// ("" for none).
+	touches string
+}
+
+func mutations() []mutation {
+	find := func(s *backends.State, name string) *backends.ServicePort {
+		for _, sp := range s.Services {
+			if sp.Name.Name == name {
+				return sp
+			}
+		}
+		panic("no service " + name)
+	}
+	return []mutation{
+		{"add endpoint", func(s *backends.State) {
+			sp := find(s, "svc-b")
+			sp.Endpoints = append(sp.Endpoints, ep("10.1.1.9", 8080, false))
+		}, "svc-b"},
+		{"remove endpoint", func(s *backends.State) {
+			sp := find(s, "svc-a")
+			sp.Endpoints = sp.Endpoints[1:]
+		}, "svc-a"},
+		{"enable affinity", func(s *backends.State) {
+			sp := find(s, "svc-c")
+			sp.AffinityClientIP, sp.AffinityTimeoutSeconds = true, 100
+		}, "svc-c"},
+		{"change affinity timeout", func(s *backends.State) { find(s, "svc-c").AffinityTimeoutSeconds = 200 }, "svc-c"},
+		{"external policy local", func(s *backends.State) {
+			sp := find(s, "svc-b")
+			sp.NodePort, sp.ExternalPolicyLocal = 30001, true
+		}, "svc-b"},
+		{"internal policy local without local endpoints", func(s *backends.State) { find(s, "svc-a").InternalPolicyLocal = true }, "svc-a"},
+		{"remove all endpoints", func(s *backends.State) { find(s, "svc-c").Endpoints = nil }, "svc-c"},
+		{"add service", func(s *backends.State) {
+			s.Services = append(s.Services, svc("ns2", "svc-d", "172.30.0.44", 443, ep("10.1.2.1", 8443, true)))
+			s.SortServices()
+		}, "svc-d"},
+		{"remove service", func(s *backends.State) {
+			s.Services = slicesDelete(s.Services, find(s, "svc-b"))
+		}, "svc-b"},
+		{"disable affinity", func(s *backends.State) {
+			sp := find(s, "svc-c")
+			sp.AffinityClientIP = false
+			sp.Endpoints = []backends.Endpoint{ep("10.1.1.1", 8080, false)}
+		}, "svc-c"},
+		{"nothing", func(*backends.State) {}, ""},
+	}
+}
+
+func slicesDelete(svcs []*backends.ServicePort, del *backends.ServicePort) []*backends.ServicePort {
+	out := svcs[:0:0]
+	for _, sp := range svcs {
+		if sp != del {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+func incrementalStart() *backends.State {
+	return state(
+		svc("ns1", "svc-a", "172.30.0.41", 80, ep("10.1.0.2", 8080, false), ep("10.1.0.3", 8080, true)),
+		svc("ns1", "svc-b", "172.30.0.42", 80, ep("10.1.0.4", 8080, false)),
+		svc("ns1", "svc-c", "172.30.0.43", 53, ep("10.1.0.5", 53, false), ep("10.1.0.6", 53, true)),
+	)
+}
+
+// TestIncremental applies a sequence of changes. After each one the incremental
+// transaction may only touch the changed service's chains and the shared maps' elements,
+// and the resulting table must equal what a full sync of the same state builds.
+func TestIncremental(t *testing.T) {
+	b, fake := newFake()
+	s := incrementalStart()
+	_, err := b.Sync(context.Background(), s)
+	require.NoError(t, err)
+	for _, m := range mutations() {
+		t.Run(m.name, func(t *testing.T) {
+			m.mutate(s)
+			fake.LastTransaction = nil
+			res, err := b.Sync(context.Background(), s)
+			require.NoError(t, err)
+			assert.False(t, res.Full)
+			if m.touches == "" {
+				assert.Zero(t, res.ChangedServices)
+				assert.Zero(t, res.Rules)
+				assert.Nil(t, fake.LastTransaction, "no transaction when nothing changed")
+			} else {
+				assert.Equal(t, 1, res.ChangedServices)
+				require.NotNil(t, fake.LastTransaction)
+				for _, line := range strings.Split(strings.TrimSpace(fake.LastTransaction.String()), "\n") {
+					ok := strings.Contains(line, "/"+m.touches+"/") ||
+						strings.HasPrefix(line, "add element ") || strings.HasPrefix(line, "delete element ")
+					assert.True(t, ok, "operation outside service %s: %s", m.touches, line)
+				}
+			}
+
+			ref, refFake := newFake()
+			_, err = ref.Sync(context.Background(), s)
+			require.NoError(t, err)
+			assert.Equal(t, sortedLines(refFake.Dump()), sortedLines(fake.Dump()), "incremental result differs from a full sync")
+		})
+	}
+}
+
+// TestIncrementalTransaction pins the exact operations of one endpoint change.
+func TestIncrementalTransaction(t *testing.T) {
+	b, fake := newFake()
+	s := incrementalStart()
+	_, err := b.Sync(context.Background(), s)
+	require.NoError(t, err)
+	s.Services[1].Endpoints = []backends.Endpoint{ep("10.1.0.7", 8080, false), ep("10.1.0.8", 8080, false)}
+	res, err := b.Sync(context.Background(), s)
+	require.NoError(t, err)
+	assert.False(t, res.Full)
+	golden(t, "incremental-endpoints-change", fake.LastTransaction.String())
+}
+
+func TestTableDeletedBehindOurBack(t *testing.T) {
+	b, fake := newFake()
+	s := incrementalStart()
+	_, err := b.Sync(context.Background(), s)
+	require.NoError(t, err)
+	want := fake.Dump()
+
+	tx := fake.NewTransaction()
+	tx.Delete(&knftables.Table{})
+	require.NoError(t, fake.Run(context.Background(), tx))
+
+	res, err := b.Sync(context.Background(), s)
+	require.NoError(t, err)
+	assert.True(t, res.Full)
+	assert.Equal(t, want, fake.Dump())
+}
+
+func TestFailedTransactionMakesNextSyncFull(t *testing.T) {
+	b, fake := newFake()
+	s := incrementalStart()
+	_, err := b.Sync(context.Background(), s)
+	require.NoError(t, err)
+
+	// Behind the backend's back, remove the element it will want to delete.
+	tx := fake.NewTransaction()
+	tx.Delete(&knftables.Element{Map: serviceIPsMap, Key: []string{"172.30.0.42", "tcp", "80"}})
+	require.NoError(t, fake.Run(context.Background(), tx))
+
+	s.Services = s.Services[:1]
+	res, err := b.Sync(context.Background(), s)
+	require.Error(t, err)
+	assert.False(t, res.Full)
+	assert.Contains(t, err.Error(), "sync node-1 nftables")
+
+	res, err = b.Sync(context.Background(), s)
+	require.NoError(t, err)
+	assert.True(t, res.Full)
+	ref, refFake := newFake()
+	_, err = ref.Sync(context.Background(), s)
+	require.NoError(t, err)
+	assert.Equal(t, sortedLines(refFake.Dump()), sortedLines(fake.Dump()))
+}
+
+func TestFullSyncRemovesLeftovers(t *testing.T) {
+	// A second backend (a restarted proxy) finds the first one's table.
+	first, fake := newFake()
+	_, err := first.Sync(context.Background(), incrementalStart())
+	require.NoError(t, err)
+	second := NewWithInterface(Options{NodeName: testNode}, fake)
+	s := state(svc("ns1", "svc-a", "172.30.0.41", 80, ep("10.1.0.2", 8080, false)))
+	res, err := second.Sync(context.Background(), s)
+	require.NoError(t, err)
+	assert.True(t, res.Full)
+	ref, refFake := newFake()
+	_, err = ref.Sync(context.Background(), s)
+	require.NoError(t, err)
+	assert.Equal(t, sortedLines(refFake.Dump()), sortedLines(fake.Dump()))
+}
+
+func TestConfigChangeMakesSyncFull(t *testing.T) {
+	b, _ := newFake()
+	s := incrementalStart()
+	_, err := b.Sync(context.Background(), s)
+	require.NoError(t, err)
+	s.NodeIPs = append(s.NodeIPs, netip.MustParseAddr("192.168.1.10"))
+	res, err := b.Sync(context.Background(), s)
+	require.NoError(t, err)
+	assert.True(t, res.Full)
+}
+
+func TestCleanup(t *testing.T) {
+	b, fake := newFake()
+	require.NoError(t, b.Cleanup(context.Background()), "cleanup without a table")
+	_, err := b.Sync(context.Background(), incrementalStart())
+	require.NoError(t, err)
+	require.NoError(t, b.Cleanup(context.Background()))
+	assert.Empty(t, fake.Dump())
+	res, err := b.Sync(context.Background(), incrementalStart())
+	require.NoError(t, err)
+	assert.True(t, res.Full)
+}
+
+func TestUDPHook(t *testing.T) {
+	dns := func(eps ...backends.Endpoint) *backends.State {
+		sp := svc("kube-system", "dns", "172.30.0.10", 53, eps...)
+		sp.Name.Protocol = backends.UDP
+		return state(sp, svc("ns1", "tcp", "172.30.0.11", 80))
+	}
+	var got [][]UDPChange
+	fake := knftables.NewFake(knftables.IPv4Family, Table)
+	b := NewWithInterface(Options{NodeName: testNode, OnUDPEndpointsRemoved: func(_ context.Context, ch []UDPChange) error {
+		got = append(got, ch)
+		return nil
+	}}, fake)
+	steps := []struct {
+		name      string
+		state     *backends.State
+		removed   []backends.Endpoint
+		reachable bool
+		calls     int
+	}{
+		{"no endpoints yet", dns(), nil, false, 0},
+		{"first endpoints", dns(ep("10.1.0.2", 53, false), ep("10.1.0.3", 53, false)), nil, true, 1},
+		{"unchanged", dns(ep("10.1.0.2", 53, false), ep("10.1.0.3", 53, false)), nil, false, 1},
+		{"one replaced", dns(ep("10.1.0.3", 53, false), ep("10.1.0.4", 53, false)), []backends.Endpoint{ep("10.1.0.2", 53, false)}, false, 2},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			_, err := b.Sync(context.Background(), st.state)
+			require.NoError(t, err)
+			require.Len(t, got, st.calls)
+			if st.removed != nil || st.reachable {
+				last := got[len(got)-1]
+				require.Len(t, last, 1)
+				assert.Equal(t, st.removed, last[0].Removed)
+				assert.Equal(t, st.reachable, last[0].BecameReachable)
+				assert.Equal(t, "dns", last[0].New.Name.Name)
+			}
+		})
+	}
+}

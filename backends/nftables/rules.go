@@ -1,0 +1,560 @@
+package nftables
+
+import (
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/knftables"
+
+	"kpbench.dev/kpbench/backends"
+)
+
+// masqueradeMark is kube-proxy's default masquerade mark (bit 14), written as kube-proxy
+// writes it (fmt "%#08x" of 1<<14).
+const masqueradeMark = "0x004000"
+
+// config is the node-wide part of the desired state. The fixed rules depend on it, so a
+// change of it makes the next sync full.
+type config struct {
+	// nodeIPs are the node's IPv4 addresses: they fill nodeport-ips. Empty means
+	// "NodePorts on every local address" (fib daddr type local), like kube-proxy with no
+	// --nodeport-addresses.
+	nodeIPs []netip.Addr
+	// clusterCIDR is the pod network (invalid: none, so only masqueradeAll masquerades
+	// ClusterIP traffic).
+	clusterCIDR   netip.Prefix
+	masqueradeAll bool
+}
+
+// configOf extracts the node-wide settings of s, keeping IPv4 only.
+func configOf(s *backends.State) config {
+	c := config{masqueradeAll: s.MasqueradeAll}
+	for _, ip := range s.NodeIPs {
+		if ip.Is4() && !ip.IsLoopback() {
+			c.nodeIPs = append(c.nodeIPs, ip)
+		}
+	}
+	if s.ClusterCIDR.IsValid() && s.ClusterCIDR.Addr().Is4() {
+		c.clusterCIDR = s.ClusterCIDR.Masked()
+	}
+	return c
+}
+
+func (c config) equal(o config) bool {
+	return slices.Equal(c.nodeIPs, o.nodeIPs) && c.clusterCIDR == o.clusterCIDR && c.masqueradeAll == o.masqueradeAll
+}
+
+// baseChain is a chain attached to a netfilter hook.
+type baseChain struct {
+	name      string
+	chainType knftables.BaseChainType
+	hook      knftables.BaseChainHook
+	priority  knftables.BaseChainPriority
+}
+
+// baseChains are kube-proxy's base chains. The filter chains run before DNAT
+// (dstnat-10) so that they see the service IP; filter-output-post-dnat runs after it.
+func baseChains() []baseChain {
+	return []baseChain{
+		{filterPreroutingChain, knftables.FilterType, knftables.PreroutingHook, knftables.DNATPriority + "-10"},
+		{filterInputChain, knftables.FilterType, knftables.InputHook, knftables.DNATPriority + "-10"},
+		{filterForwardChain, knftables.FilterType, knftables.ForwardHook, knftables.DNATPriority + "-10"},
+		{filterOutputChain, knftables.FilterType, knftables.OutputHook, knftables.DNATPriority + "-10"},
+		{filterOutputPostDNATChain, knftables.FilterType, knftables.OutputHook, knftables.DNATPriority + "+10"},
+		{natPreroutingChain, knftables.NATType, knftables.PreroutingHook, knftables.DNATPriority},
+		{natOutputChain, knftables.NATType, knftables.OutputHook, knftables.DNATPriority},
+		{natPostroutingChain, knftables.NATType, knftables.PostroutingHook, knftables.SNATPriority},
+	}
+}
+
+// jumpChains are the regular chains jumped to from base chains, with the match guarding
+// the jump.
+func jumpChains() []jumpChain {
+	return []jumpChain{
+		// reject is only valid in input/forward/output before kernel 5.9, hence the split.
+		{nodePortEndpointsCheckChain, filterInputChain, "ct state new"},
+		{serviceEndpointsCheckChain, filterInputChain, "ct state new"},
+		{serviceEndpointsCheckChain, filterForwardChain, "ct state new"},
+		{serviceEndpointsCheckChain, filterOutputChain, "ct state new"},
+		{firewallCheckChain, filterPreroutingChain, "ct state new"},
+		{firewallCheckChain, filterOutputChain, "ct state new"},
+		{servicesChain, natOutputChain, ""},
+		{servicesChain, natPreroutingChain, ""},
+		{masqueradingChain, natPostroutingChain, ""},
+		{clusterIPsCheckChain, filterForwardChain, "ct state new"},
+		{clusterIPsCheckChain, filterOutputPostDNATChain, "ct state new"},
+	}
+}
+
+// jumpChain is a jump from base chain src to regular chain dst, guarded by match.
+type jumpChain struct{ dst, src, match string }
+
+// writer wraps a transaction and counts what it writes.
+type writer struct {
+	tx *knftables.Transaction
+	// rules counts rules and elements added or deleted.
+	rules int
+}
+
+func (w *writer) rule(chain, rule string) {
+	w.tx.Add(&knftables.Rule{Chain: chain, Rule: rule})
+	w.rules++
+}
+
+func (w *writer) commentedRule(chain, rule, comment string) {
+	w.tx.Add(&knftables.Rule{Chain: chain, Rule: rule, Comment: knftables.PtrTo(comment)})
+	w.rules++
+}
+
+// ensureChain creates chain if needed and empties it.
+func (w *writer) ensureChain(chain string) {
+	w.tx.Add(&knftables.Chain{Name: chain})
+	w.tx.Flush(&knftables.Chain{Name: chain})
+}
+
+// writeSetup writes the fixed part of the ruleset: the table, base chains, dispatch
+// chains, the shared sets and maps (flushed: the caller refills them), and the rules that
+// do not depend on services. recreateBaseChains adds and deletes every base chain first,
+// so that base chains left with other properties by an earlier run are recreated
+// (kube-proxy does this once per process).
+//
+// Equivalent to the first part of `nft -f` of kube-proxy's full ruleset.
+func writeSetup(w *writer, cfg config, recreateBaseChains bool) {
+	tx := w.tx
+	tx.Add(&knftables.Table{Comment: knftables.PtrTo("rules for kube-proxy")})
+	if recreateBaseChains {
+		for _, bc := range baseChains() {
+			tx.Add(&knftables.Chain{Name: bc.name})
+			tx.Delete(&knftables.Chain{Name: bc.name})
+		}
+	}
+	for _, bc := range baseChains() {
+		c := &knftables.Chain{
+			Name:     bc.name,
+			Type:     knftables.PtrTo(bc.chainType),
+			Hook:     knftables.PtrTo(bc.hook),
+			Priority: knftables.PtrTo(bc.priority),
+		}
+		tx.Add(c)
+		tx.Flush(c)
+	}
+	created := map[string]bool{}
+	ensure := func(chain string) {
+		if !created[chain] {
+			created[chain] = true
+			w.ensureChain(chain)
+		}
+	}
+	for _, jc := range jumpChains() {
+		ensure(jc.dst)
+		r := "jump " + jc.dst
+		if jc.match != "" {
+			r = jc.match + " " + r
+		}
+		w.rule(jc.src, r)
+	}
+	for _, c := range []string{servicesChain, clusterIPsCheckChain, masqueradingChain, markMasqChain} {
+		ensure(c)
+	}
+
+	w.rule(markMasqChain, "mark set mark or "+masqueradeMark)
+	w.rule(masqueradingChain, "mark and "+masqueradeMark+" == 0 return")
+	w.rule(masqueradingChain, "mark set mark xor "+masqueradeMark)
+	w.rule(masqueradingChain, "masquerade fully-random")
+
+	tx.Add(&knftables.Set{Name: clusterIPsSet, Type: "ipv4_addr", Comment: knftables.PtrTo("Active ClusterIPs")})
+	w.commentedRule(clusterIPsCheckChain, "ip daddr @"+clusterIPsSet+" reject", "Reject traffic to invalid ports of ClusterIPs")
+
+	// nodeport-ips: the node's addresses, or (none known) deleted, and NodePorts then
+	// match every local address. Add+delete deletes whether or not it exists.
+	tx.Add(&knftables.Set{Name: nodePortIPsSet, Type: "ipv4_addr", Comment: knftables.PtrTo("IPs that accept NodePort traffic")})
+	if len(cfg.nodeIPs) == 0 {
+		tx.Delete(&knftables.Set{Name: nodePortIPsSet})
+	} else {
+		tx.Flush(&knftables.Set{Name: nodePortIPsSet})
+		for _, ip := range cfg.nodeIPs {
+			tx.Add(&knftables.Element{Set: nodePortIPsSet, Key: []string{ip.String()}})
+			w.rules++
+		}
+	}
+
+	tx.Add(&knftables.Map{
+		Name:    noEndpointServicesMap,
+		Type:    "ipv4_addr . inet_proto . inet_service : verdict",
+		Comment: knftables.PtrTo("vmap to drop or reject packets to services with no endpoints"),
+	})
+	tx.Add(&knftables.Map{
+		Name:    noEndpointNodePortsMap,
+		Type:    "inet_proto . inet_service : verdict",
+		Comment: knftables.PtrTo("vmap to drop or reject packets to service nodeports with no endpoints"),
+	})
+	tx.Add(&knftables.Chain{Name: rejectChain, Comment: knftables.PtrTo("helper for @no-endpoint-services / @no-endpoint-nodeports")})
+	tx.Flush(&knftables.Chain{Name: rejectChain})
+	w.rule(rejectChain, "reject")
+	w.rule(serviceEndpointsCheckChain, "ip daddr . meta l4proto . th dport vmap @"+noEndpointServicesMap)
+	if len(cfg.nodeIPs) == 0 {
+		w.rule(nodePortEndpointsCheckChain, "ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @"+noEndpointNodePortsMap)
+	} else {
+		w.rule(nodePortEndpointsCheckChain, "ip daddr @"+nodePortIPsSet+" meta l4proto . th dport vmap @"+noEndpointNodePortsMap)
+	}
+
+	tx.Add(&knftables.Map{
+		Name:    firewallIPsMap,
+		Type:    "ipv4_addr . inet_proto . inet_service : verdict",
+		Comment: knftables.PtrTo("destinations that are subject to LoadBalancerSourceRanges"),
+	})
+	ensure(firewallCheckChain)
+	w.rule(firewallCheckChain, "ip daddr . meta l4proto . th dport vmap @"+firewallIPsMap)
+
+	tx.Add(&knftables.Map{
+		Name:    serviceIPsMap,
+		Type:    "ipv4_addr . inet_proto . inet_service : verdict",
+		Comment: knftables.PtrTo("ClusterIP, ExternalIP and LoadBalancer IP traffic"),
+	})
+	tx.Add(&knftables.Map{
+		Name:    serviceNodePortsMap,
+		Type:    "inet_proto . inet_service : verdict",
+		Comment: knftables.PtrTo("NodePort traffic"),
+	})
+	w.rule(servicesChain, "ip daddr . meta l4proto . th dport vmap @"+serviceIPsMap)
+	if len(cfg.nodeIPs) == 0 {
+		w.rule(servicesChain, "fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @"+serviceNodePortsMap)
+	} else {
+		w.rule(servicesChain, "ip daddr @"+nodePortIPsSet+" meta l4proto . th dport vmap @"+serviceNodePortsMap)
+	}
+
+	tx.Flush(&knftables.Set{Name: clusterIPsSet})
+	for _, m := range []string{serviceIPsMap, firewallIPsMap, noEndpointServicesMap, noEndpointNodePortsMap, serviceNodePortsMap} {
+		tx.Flush(&knftables.Map{Name: m})
+	}
+}
+
+// chainPlan is one per-service chain and its rules (with optional comments).
+type chainPlan struct {
+	name     string
+	rules    []string
+	comments map[int]string
+}
+
+func (c *chainPlan) add(rule string) { c.rules = append(c.rules, rule) }
+
+func (c *chainPlan) addCommented(rule, comment string) {
+	if c.comments == nil {
+		c.comments = map[int]string{}
+	}
+	c.comments[len(c.rules)] = comment
+	c.rules = append(c.rules, rule)
+}
+
+// setPlan is one per-endpoint affinity set.
+type setPlan struct {
+	name    string
+	timeout int32
+}
+
+// servicePlan is everything one service port puts in the table: its chains with their
+// rules, its affinity sets and its elements in the shared sets and maps.
+type servicePlan struct {
+	chains []*chainPlan
+	sets   []setPlan
+	elems  []element
+	// cat is the endpoint categorisation the plan was built from.
+	cat backends.Categorized
+}
+
+// chainNames returns the names of p's chains.
+func (p *servicePlan) chainNames() []string {
+	names := make([]string, len(p.chains))
+	for i, c := range p.chains {
+		names[i] = c.name
+	}
+	return names
+}
+
+// ipv4Only returns sp restricted to IPv4 (the table is family ip), or nil when the
+// ClusterIP itself is not IPv4. sp is returned as is when it has nothing else.
+func ipv4Only(sp *backends.ServicePort) *backends.ServicePort {
+	if !sp.ClusterIP.Is4() {
+		return nil
+	}
+	clean := true
+	for _, a := range sp.ExternalIPs {
+		clean = clean && a.Is4()
+	}
+	for _, a := range sp.LoadBalancerIPs {
+		clean = clean && a.Is4()
+	}
+	for _, p := range sp.LoadBalancerSourceRanges {
+		clean = clean && p.Addr().Is4()
+	}
+	for _, ep := range sp.Endpoints {
+		clean = clean && ep.IP.Is4()
+	}
+	if clean {
+		return sp
+	}
+	c := *sp
+	notV4 := func(a netip.Addr) bool { return !a.Is4() }
+	c.ExternalIPs = slices.DeleteFunc(slices.Clone(sp.ExternalIPs), notV4)
+	c.LoadBalancerIPs = slices.DeleteFunc(slices.Clone(sp.LoadBalancerIPs), notV4)
+	c.LoadBalancerSourceRanges = slices.DeleteFunc(slices.Clone(sp.LoadBalancerSourceRanges),
+		func(p netip.Prefix) bool { return !p.Addr().Is4() })
+	c.Endpoints = slices.DeleteFunc(slices.Clone(sp.Endpoints), func(ep backends.Endpoint) bool { return !ep.IP.Is4() })
+	return &c
+}
+
+// planService computes the chains, sets and elements of one service port, following
+// kube-proxy's syncProxyRules for one svcPortMap entry. sp must be IPv4 only.
+func planService(cfg config, sp *backends.ServicePort) *servicePlan {
+	p := &servicePlan{cat: backends.CategorizeEndpoints(sp)}
+	cat := p.cat
+	proto := sp.Name.Protocol.Lower()
+	port := strconv.Itoa(int(sp.Port))
+	nameStr := sp.Name.String()
+	base := serviceNameBase(sp.Name)
+	clusterChain := clusterChainPrefix + base
+	localChain := localChainPrefix + base
+	externalChain := externalChainPrefix + base
+	fwChain := firewallChainPrefix + base
+
+	type epInfo struct {
+		ep            backends.Endpoint
+		chain, affset string
+	}
+	eps := make(map[backends.Endpoint]epInfo, len(cat.All))
+	epChains := make([]*chainPlan, 0, len(cat.All))
+	for _, ep := range cat.All {
+		nb := endpointNameBase(sp.Name, ep)
+		info := epInfo{ep: ep, chain: endpointChainPrefix + nb, affset: affinitySetPrefix + nb}
+		eps[ep] = info
+		epChains = append(epChains, &chainPlan{name: info.chain})
+	}
+
+	hasEndpoints := cat.HasAnyEndpoints
+	usesCluster := len(cat.Cluster) > 0
+	usesLocal := len(cat.Local) > 0
+
+	internalChain, hasInternal := clusterChain, hasEndpoints
+	if sp.InternalPolicyLocal {
+		internalChain = localChain
+		hasInternal = hasInternal && len(cat.Local) > 0
+	}
+	externalPolicyChain, hasExternal := clusterChain, hasEndpoints
+	if sp.UsesLocalExternal() {
+		externalPolicyChain = localChain
+		hasExternal = hasExternal && len(cat.Local) > 0
+	}
+	usesExternal := hasEndpoints && sp.ExternallyAccessible()
+	usesFW := len(sp.LoadBalancerIPs) > 0 && len(sp.LoadBalancerSourceRanges) > 0
+
+	var cluster, local, external, fw *chainPlan
+	if usesCluster {
+		cluster = &chainPlan{name: clusterChain}
+		p.chains = append(p.chains, cluster)
+	}
+	if usesLocal {
+		local = &chainPlan{name: localChain}
+		p.chains = append(p.chains, local)
+	}
+	if usesExternal {
+		external = &chainPlan{name: externalChain}
+		p.chains = append(p.chains, external)
+	}
+	if usesFW {
+		fw = &chainPlan{name: fwChain}
+		p.chains = append(p.chains, fw)
+	}
+	p.chains = append(p.chains, epChains...)
+
+	// Verdicts for the filter checks: reject without any endpoint, drop when a Local
+	// policy has no local endpoint.
+	internalVerdict, externalVerdict := "", ""
+	if !hasEndpoints {
+		internalVerdict, externalVerdict = "goto "+rejectChain, "goto "+rejectChain
+	} else {
+		if !hasInternal {
+			internalVerdict = "drop"
+		}
+		if !hasExternal {
+			externalVerdict = "drop"
+		}
+	}
+	svcKey := func(ip netip.Addr) string { return ip.String() + " . " + proto + " . " + port }
+
+	// Elements.
+	p.elems = append(p.elems, element{container: clusterIPsSet, isSet: true, key: sp.ClusterIP.String()})
+	if hasInternal {
+		p.elems = append(p.elems, element{container: serviceIPsMap, key: svcKey(sp.ClusterIP), value: "goto " + internalChain})
+	} else {
+		p.elems = append(p.elems, element{container: noEndpointServicesMap, key: svcKey(sp.ClusterIP), value: internalVerdict, comment: nameStr})
+	}
+	for _, ip := range sp.ExternalIPs {
+		if hasEndpoints {
+			p.elems = append(p.elems, element{container: serviceIPsMap, key: svcKey(ip), value: "goto " + externalChain})
+		}
+		if !hasExternal {
+			p.elems = append(p.elems, element{container: noEndpointServicesMap, key: svcKey(ip), value: externalVerdict, comment: nameStr})
+		}
+	}
+	for _, ip := range sp.LoadBalancerIPs {
+		if hasEndpoints {
+			p.elems = append(p.elems, element{container: serviceIPsMap, key: svcKey(ip), value: "goto " + externalChain})
+		}
+		if usesFW {
+			p.elems = append(p.elems, element{container: firewallIPsMap, key: svcKey(ip), value: "goto " + fwChain})
+		}
+		if !hasExternal {
+			p.elems = append(p.elems, element{container: noEndpointServicesMap, key: svcKey(ip), value: externalVerdict, comment: nameStr})
+		}
+	}
+	if sp.NodePort != 0 {
+		npKey := proto + " . " + strconv.Itoa(int(sp.NodePort))
+		if hasEndpoints {
+			// NodePorts are not subject to loadBalancerSourceRanges (as in kube-proxy).
+			p.elems = append(p.elems, element{container: serviceNodePortsMap, key: npKey, value: "goto " + externalChain})
+		}
+		if !hasExternal {
+			p.elems = append(p.elems, element{container: noEndpointNodePortsMap, key: npKey, value: externalVerdict, comment: nameStr})
+		}
+	}
+
+	// Internal traffic: masquerade what does not come from the pod network.
+	if hasInternal {
+		ic := cluster
+		if sp.InternalPolicyLocal {
+			ic = local
+		}
+		match := "ip daddr " + sp.ClusterIP.String() + " " + proto + " dport " + port
+		switch {
+		case cfg.masqueradeAll:
+			ic.add(match + " jump " + markMasqChain)
+		case cfg.clusterCIDR.IsValid():
+			ic.add(match + " ip saddr != " + cfg.clusterCIDR.String() + " jump " + markMasqChain)
+		}
+	}
+
+	// External traffic: everything external goes through the external chain.
+	if usesExternal {
+		if !sp.UsesLocalExternal() {
+			// Cluster policy: endpoints may be on other nodes, masquerade.
+			external.add("jump " + markMasqChain)
+		} else {
+			// Local policy keeps the client address. Pods and the node itself are
+			// short-circuited to the cluster-wide endpoints (to the local ones when
+			// internalTrafficPolicy is Local too, since then no cluster chain exists).
+			short := ""
+			switch {
+			case usesCluster:
+				short = clusterChain
+			case usesLocal:
+				short = localChain
+			}
+			if short != "" && cfg.clusterCIDR.IsValid() {
+				external.addCommented("ip saddr "+cfg.clusterCIDR.String()+" goto "+short, "short-circuit pod traffic")
+			}
+			external.addCommented("fib saddr type local jump "+markMasqChain, "masquerade local traffic")
+			if short != "" {
+				external.addCommented("fib saddr type local goto "+short, "short-circuit local traffic")
+			}
+		}
+		if hasExternal {
+			external.add("goto " + externalPolicyChain)
+		}
+	}
+
+	if usesFW {
+		sources := make([]string, 0, len(sp.LoadBalancerSourceRanges)+len(sp.LoadBalancerIPs))
+		allowFromNode := false
+		for _, cidr := range sp.LoadBalancerSourceRanges {
+			sources = append(sources, cidr.String())
+			for _, nip := range cfg.nodeIPs {
+				allowFromNode = allowFromNode || cidr.Contains(nip)
+			}
+		}
+		// A VIP that is local on the node: requests from the node loop back with the VIP
+		// as source, so let those through too.
+		if allowFromNode {
+			for _, ip := range sp.LoadBalancerIPs {
+				sources = append(sources, ip.String())
+			}
+		}
+		fw.add("ip saddr != { " + strings.Join(sources, " , ") + " } drop")
+	}
+
+	if sp.AffinityClientIP {
+		for _, ep := range cat.All {
+			p.sets = append(p.sets, setPlan{name: eps[ep].affset, timeout: sp.AffinityTimeoutSeconds})
+		}
+	}
+
+	toEndpoints := func(c *chainPlan, list []backends.Endpoint) {
+		if sp.AffinityClientIP {
+			for _, ep := range list {
+				info := eps[ep]
+				c.add("ip saddr @" + info.affset + " goto " + info.chain)
+			}
+		}
+		var b strings.Builder
+		b.WriteString("numgen random mod ")
+		b.WriteString(strconv.Itoa(len(list)))
+		b.WriteString(" vmap { ")
+		for i, ep := range list {
+			if i > 0 {
+				b.WriteString(" , ")
+			}
+			b.WriteString(strconv.Itoa(i))
+			b.WriteString(" : goto ")
+			b.WriteString(eps[ep].chain)
+		}
+		b.WriteString(" }")
+		c.add(b.String())
+	}
+	if usesCluster {
+		toEndpoints(cluster, cat.Cluster)
+	}
+	if usesLocal {
+		toEndpoints(local, cat.Local)
+	}
+
+	for i, ep := range cat.All {
+		c := epChains[i]
+		ip := ep.IP.String()
+		// Hairpin: a pod reaching itself through the service is masqueraded.
+		c.add("ip saddr " + ip + " jump " + markMasqChain)
+		if sp.AffinityClientIP {
+			c.add("update @" + eps[ep].affset + " { ip saddr }")
+		}
+		c.add("meta l4proto " + proto + " dnat to " + ep.String())
+	}
+	return p
+}
+
+// affinitySet returns the knftables set of one affinity set plan.
+func affinitySet(s setPlan) *knftables.Set {
+	timeout := s.timeout
+	if timeout <= 0 {
+		timeout = 10800 // kube-proxy's default
+	}
+	return &knftables.Set{
+		Name: s.name,
+		Type: "ipv4_addr",
+		// "dynamic" is not strictly needed, but the kernel adds it on its own and a
+		// later add without it would look like a change of flags (kube-proxy's note).
+		Flags:   []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag},
+		Timeout: knftables.PtrTo(time.Duration(timeout) * time.Second),
+	}
+}
+
+// writeRules adds the rules of c to w.
+func writeRules(w *writer, c *chainPlan) {
+	for i, r := range c.rules {
+		if cm, ok := c.comments[i]; ok {
+			w.commentedRule(c.name, r, cm)
+		} else {
+			w.rule(c.name, r)
+		}
+	}
+}
