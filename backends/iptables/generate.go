@@ -119,7 +119,7 @@ func (g *Generator) Generate(out *bytes.Buffer, req Request) Result {
 	g.rules = 0
 	st := req.State
 	full := req.Changed == nil
-	res := Result{Full: full, Active: make(map[string]struct{}, len(req.Installed)+16)}
+	res := Result{Full: full, Active: make(map[string]struct{}, max(len(req.Installed), 3*len(st.Services))+16)}
 
 	for _, c := range [...]string{ChainNodePorts, ChainServices, ChainExternalServices, ChainForward, ChainProxyFirewall} {
 		chainLine(&g.filterChains, c)
@@ -283,8 +283,8 @@ func categorize(sp *backends.ServicePort) backends.Categorized {
 func (g *Generator) service(st *backends.State, sp *backends.ServicePort, write, large bool, active map[string]struct{}) {
 	c := categorize(sp)
 	proto := protoLower(sp.Name.Protocol)
-	name := sp.Name.String()
-	hash := portProtoHash(sp.Name, "")
+	name := portNameString(sp.Name)
+	hash := hashOf(name, proto, "")
 	svcChain := ServiceChainPrefix + hash
 	svlChain := LocalChainPrefix + hash
 	extChain := ExternalChainPrefix + hash
@@ -421,7 +421,8 @@ func (g *Generator) service(st *backends.State, sp *backends.ServicePort, write,
 	}
 	epChains := make([]string, len(c.All))
 	for i, ep := range c.All {
-		epChains[i] = EndpointChain(sp.Name, ep)
+		g.scratch = ep.AddrPort().AppendTo(g.scratch[:0])
+		epChains[i] = EndpointChainPrefix + hashOf(name, proto, string(g.scratch))
 		active[epChains[i]] = struct{}{}
 	}
 	if !write {

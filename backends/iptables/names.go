@@ -38,12 +38,19 @@ const (
 // portProtoHash is kube-proxy's portProtoHash: the first 16 characters of
 // base32(sha256(servicePortName + protocol)), protocol in lower case.
 func portProtoHash(name backends.ServicePortName, extra string) string {
-	var sb strings.Builder
-	sb.Grow(64)
-	sb.WriteString(name.String())
-	sb.WriteString(name.Protocol.Lower())
-	sb.WriteString(extra)
-	sum := sha256.Sum256([]byte(sb.String()))
+	return hashOf(portNameString(name), protoLower(name.Protocol), extra)
+}
+
+// portNameString is backends.ServicePortName.String ("ns/name:port") without fmt.
+func portNameString(n backends.ServicePortName) string {
+	return n.Namespace + "/" + n.Name + ":" + n.Port
+}
+
+// hashOf hashes name + proto + extra as portProtoHash does.
+func hashOf(name, proto, extra string) string {
+	var buf [256]byte
+	b := append(append(append(buf[:0], name...), proto...), extra...)
+	sum := sha256.Sum256(b)
 	var enc [56]byte
 	base32.StdEncoding.Encode(enc[:], sum[:])
 	return string(enc[:16])
