@@ -1,0 +1,338 @@
+//go:build linux
+
+// Package echo is the server that runs in every lab pod. It answers every TCP line, every
+// HTTP/1.x request and every UDP datagram with one line that names the pod, its IP and node,
+// and the client address it saw:
+//
+//	pod=web-1 ip=10.244.1.5 node=node-1 client=10.0.0.1:40312 port=80 proto=tcp
+//
+// One kpbench process hosts thousands of pods, so there is no process per pod: Serve creates
+// the listening sockets on a thread that has entered the pod's namespace (lab/netns.Do), and
+// ordinary goroutines serve them afterwards, since a socket stays in the namespace it was
+// created in.
+//
+// The sockets are bound to the wildcard address in dual-stack mode (`[::]:port`, which
+// accepts IPv4 too, like 0.0.0.0:port); client addresses are reported unmapped (10.0.0.1,
+// not ::ffff:10.0.0.1). UDP answers leave from the source address the pod's routing picks,
+// which is the pod IP in a lab pod.
+package echo
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"kpbench.dev/kpbench/lab/netns"
+)
+
+// Identity names the pod an echo server speaks for.
+type Identity struct {
+	// Pod is the pod name. Required; printable ASCII without spaces.
+	Pod string
+	// PodIP is the pod's IP address. Required.
+	PodIP string
+	// Node is the name of the node hosting the pod. Required; printable ASCII without spaces.
+	Node string
+}
+
+// Port is one port the echo server listens on.
+type Port struct {
+	// Number is the port, 1-65535.
+	Number int32
+	// Protocol is TCP or UDP.
+	Protocol Protocol
+}
+
+// String renders the port as 80/TCP.
+func (p Port) String() string { return fmt.Sprintf("%d/%s", p.Number, p.Protocol) }
+
+// Option changes how Serve serves.
+type Option func(*config)
+
+// config is what Options set.
+type config struct {
+	idle time.Duration
+}
+
+// WithIdleTimeout sets how long a TCP connection may stay silent before the server closes
+// it. The default is DefaultIdleTimeout; d must be positive.
+func WithIdleTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.idle = d
+		}
+	}
+}
+
+// Server is an echo server serving some ports of one pod. It is safe for concurrent use.
+type Server struct {
+	nsPath string
+	id     Identity
+	ports  []Port
+	idle   time.Duration
+
+	wg sync.WaitGroup
+
+	mu        sync.Mutex
+	closed    bool
+	listeners []net.Listener
+	packets   []net.PacketConn
+	conns     map[net.Conn]struct{}
+}
+
+// Serve opens the given ports inside the network namespace at nsPath (a pod) and serves them
+// until Close. It refuses to listen in the host's root namespace. If any port cannot be
+// opened, nothing is left open.
+//
+// Equivalent to: `ip netns exec $pod socat ... TCP-LISTEN:$port,fork` for every port.
+func Serve(nsPath string, id Identity, ports []Port, opts ...Option) (*Server, error) {
+	cfg := config{idle: DefaultIdleTimeout}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ip, err := validate(id, ports)
+	if err != nil {
+		return nil, fmt.Errorf("echo serve %s in %s: %w", id.Pod, nsPath, err)
+	}
+	id.PodIP = ip.String()
+	s := &Server{
+		nsPath: nsPath,
+		id:     id,
+		ports:  append([]Port(nil), ports...),
+		idle:   cfg.idle,
+		conns:  make(map[net.Conn]struct{}),
+	}
+	err = netns.Do(nsPath, func() error {
+		if err := netns.Guard(); err != nil {
+			return err
+		}
+		for _, p := range ports {
+			addr := fmt.Sprintf(":%d", p.Number)
+			switch p.Protocol {
+			case TCP:
+				l, err := net.Listen("tcp", addr)
+				if err != nil {
+					return fmt.Errorf("listen %s: %w", p, err)
+				}
+				s.listeners = append(s.listeners, l)
+			case UDP:
+				c, err := net.ListenPacket("udp", addr)
+				if err != nil {
+					return fmt.Errorf("listen %s: %w", p, err)
+				}
+				s.packets = append(s.packets, c)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.closeSockets()
+		return nil, fmt.Errorf("echo serve %s in %s: %w", id.Pod, nsPath, err)
+	}
+	for i, l := range s.listeners {
+		s.wg.Add(1)
+		go s.acceptLoop(l, tcpPorts(ports)[i])
+	}
+	for i, c := range s.packets {
+		s.wg.Add(1)
+		go s.packetLoop(c, udpPorts(ports)[i])
+	}
+	return s, nil
+}
+
+// validate checks the identity and ports, and returns the parsed pod IP.
+func validate(id Identity, ports []Port) (netip.Addr, error) {
+	if err := validValue(id.Pod); err != nil {
+		return netip.Addr{}, fmt.Errorf("pod name %q: %w", id.Pod, err)
+	}
+	if err := validValue(id.Node); err != nil {
+		return netip.Addr{}, fmt.Errorf("node name %q: %w", id.Node, err)
+	}
+	ip, err := netip.ParseAddr(id.PodIP)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("pod IP: %w", err)
+	}
+	if len(ports) == 0 {
+		return netip.Addr{}, errors.New("no ports")
+	}
+	seen := make(map[Port]bool, len(ports))
+	for _, p := range ports {
+		if p.Number < 1 || p.Number > 65535 {
+			return netip.Addr{}, fmt.Errorf("port %s: number not in 1-65535", p)
+		}
+		if p.Protocol != TCP && p.Protocol != UDP {
+			return netip.Addr{}, fmt.Errorf("port %s: protocol must be TCP or UDP", p)
+		}
+		if seen[p] {
+			return netip.Addr{}, fmt.Errorf("port %s: listed twice", p)
+		}
+		seen[p] = true
+	}
+	return ip, nil
+}
+
+// tcpPorts returns the TCP port numbers of ports, in order.
+func tcpPorts(ports []Port) []int32 { return portsOf(ports, TCP) }
+
+// udpPorts returns the UDP port numbers of ports, in order.
+func udpPorts(ports []Port) []int32 { return portsOf(ports, UDP) }
+
+func portsOf(ports []Port, proto Protocol) []int32 {
+	var out []int32
+	for _, p := range ports {
+		if p.Protocol == proto {
+			out = append(out, p.Number)
+		}
+	}
+	return out
+}
+
+// Identity returns the pod the server speaks for (PodIP in canonical form).
+func (s *Server) Identity() Identity { return s.id }
+
+// Ports returns the ports the server listens on.
+func (s *Server) Ports() []Port { return append([]Port(nil), s.ports...) }
+
+// answerLine renders the answer for one client, with its newline.
+func (s *Server) answerLine(client netip.AddrPort, port int32, proto Protocol) []byte {
+	a := Answer{Pod: s.id.Pod, PodIP: s.id.PodIP, Node: s.id.Node, Client: client, Port: port, Protocol: proto}
+	return append(a.appendLine(make([]byte, 0, 128)), '\n')
+}
+
+// unmap returns the address and port of addr with an IPv4-mapped address unmapped.
+func unmap(ap netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// acceptLoop accepts TCP connections until the listener is closed.
+func (s *Server) acceptLoop(l net.Listener, port int32) {
+	defer s.wg.Done()
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors or memory: wait a little, as net/http does.
+			t := time.NewTimer(backoff)
+			<-t.C
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		if !s.track(c) {
+			_ = c.Close()
+			return
+		}
+		go func() {
+			defer s.wg.Done()
+			defer s.untrack(c)
+			client := unmap(c.RemoteAddr().(*net.TCPAddr).AddrPort())
+			serveTCP(c, s.answerLine(client, port, TCP), s.idle)
+		}()
+	}
+}
+
+// track registers an accepted connection (and one more goroutine in wg) unless the server
+// is closed.
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return true
+}
+
+// untrack closes and forgets an accepted connection.
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	_ = c.Close()
+}
+
+// packetLoop answers UDP datagrams until the socket is closed.
+func (s *Server) packetLoop(c net.PacketConn, port int32) {
+	defer s.wg.Done()
+	uc := c.(*net.UDPConn)
+	buf := make([]byte, 64<<10)
+	out := make([]byte, 0, 256)
+	a := Answer{Pod: s.id.Pod, PodIP: s.id.PodIP, Node: s.id.Node, Port: port, Protocol: UDP}
+	for {
+		_, from, err := uc.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue // e.g. ECONNREFUSED from an ICMP error of an earlier answer
+		}
+		a.Client = unmap(from)
+		out = append(a.appendLine(out[:0]), '\n')
+		_, _ = uc.WriteToUDPAddrPort(out, from)
+	}
+}
+
+// Close stops serving: it closes the listening sockets, resets every open connection, and
+// waits for all goroutines of the server. Afterwards the server holds no socket in the namespace,
+// so the namespace can be freed and the ports bound again. Close is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	conns := make([]net.Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	err := s.closeSockets()
+	for _, c := range conns {
+		// Reset, as when a pod dies: a FIN would leave an orphan socket in FIN_WAIT that
+		// still holds the namespace until the peer acknowledges it.
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		_ = c.Close()
+	}
+	s.wg.Wait()
+	if err != nil {
+		return fmt.Errorf("echo close %s in %s: %w", s.id.Pod, s.nsPath, err)
+	}
+	return nil
+}
+
+// closeSockets closes the listening sockets.
+func (s *Server) closeSockets() error {
+	var errs []error
+	for _, l := range s.listeners {
+		if err := l.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	for _, c := range s.packets {
+		if err := c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// String describes the server: pod, namespace and ports.
+func (s *Server) String() string {
+	ps := make([]string, len(s.ports))
+	for i, p := range s.ports {
+		ps[i] = p.String()
+	}
+	return fmt.Sprintf("echo %s (%s) in %s on %s", s.id.Pod, s.id.PodIP, s.nsPath, strings.Join(ps, ","))
+}
