@@ -59,7 +59,12 @@ func (t *tx) syncEndpoints() {
 	for k := range t.dirty {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b objKey) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(keys, func(a, b objKey) int {
+		if c := strings.Compare(a.ns, b.ns); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
 	for _, k := range keys {
 		t.syncService(k)
 	}
