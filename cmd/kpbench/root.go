@@ -81,7 +81,7 @@ and measures them with real traffic.`,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 	}
-	root.AddCommand(newLabCmd(), newVersionCmd())
+	root.AddCommand(newLabCmd(), newCheckCmd(), newVersionCmd())
 	return root
 }
 

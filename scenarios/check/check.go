@@ -1,0 +1,353 @@
+//go:build linux
+
+// Package check verifies, with real traffic, every path a Service's type implies: its
+// ClusterIP from a pod on each node, its NodePort from an external client on every node,
+// its load-balancer and external IPs from the client. Each path must reach the endpoints
+// kube-proxy would choose (all of them, with shares a chi-square test accepts), keep
+// session affinity when it is set, refuse when there are no endpoints, and drop when a
+// Local traffic policy leaves a node without local endpoints.
+package check
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/lab"
+	"kpbench.dev/kpbench/lab/probe"
+	"kpbench.dev/kpbench/reports/stats"
+	"kpbench.dev/kpbench/scenarios/testbed"
+)
+
+// Verdict of one path.
+type Verdict string
+
+// The verdicts.
+const (
+	Pass Verdict = "pass"
+	Fail Verdict = "fail"
+	// Info marks Services that get no proxy rules (headless, ExternalName): nothing to
+	// check, and that is expected.
+	Info Verdict = "info"
+)
+
+// MinPValue is the chi-square p-value below which a selection is judged not to follow the
+// expected shares.
+const MinPValue = 0.001
+
+// Outcome is the result of checking one path.
+type Outcome struct {
+	// Service is "namespace/name", Port the service port's name and number.
+	Service, Port string
+	// Path says which way traffic went: "clusterIP", "nodePort", "loadBalancer", "externalIP".
+	Path string
+	// From is the lab host that sent; Target the address it sent to; Protocol TCP/UDP.
+	From     string
+	Target   string
+	Protocol string
+	// Verdict and Detail (the evidence: counts, endpoints seen, p-value, errors).
+	Verdict Verdict
+	Detail  string
+	// Counts are answers per pod.
+	Counts map[string]int `json:",omitempty"`
+	// PValue of the chi-square test (0 when not computed).
+	PValue float64 `json:",omitempty"`
+}
+
+// Options tune the checks.
+type Options struct {
+	// PerEndpoint is how many requests per expected endpoint a path sends (default 20, the
+	// minimum for a meaningful chi-square test); at least MinRequests (default 30).
+	PerEndpoint, MinRequests int
+	// Timeout of one probe (default 2s; drops are expected to time out).
+	Timeout time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.PerEndpoint == 0 {
+		o.PerEndpoint = 20
+	}
+	if o.MinRequests == 0 {
+		o.MinRequests = 30
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Second
+	}
+}
+
+// Run checks every Service in the testbed's control plane. The testbed must have probe
+// pods (Options.ProbePods) and at least one client.
+func Run(ctx context.Context, tb *testbed.Testbed, o Options) ([]Outcome, error) {
+	o.defaults()
+	if err := tb.WaitSynced(ctx); err != nil {
+		return nil, err
+	}
+	podByIP := map[netip.Addr]string{}
+	for _, p := range tb.Lab.Hosts(lab.KindPod) {
+		podByIP[p.IP] = p.Name
+	}
+	nodes := tb.Lab.Hosts(lab.KindNode)
+	clients := tb.Lab.Hosts(lab.KindClient)
+	if len(clients) == 0 {
+		return nil, fmt.Errorf("check needs an external client in the lab")
+	}
+	client := clients[0].Name
+	view := backends.BuildState(backends.NodeView{}, backends.ViewOptions{}, tb.Cluster.Services(), tb.Cluster.EndpointSlices())
+
+	var out []Outcome
+	services := tb.Cluster.Services()
+	sort.Slice(services, func(i, j int) bool {
+		return services[i].Namespace+"/"+services[i].Name < services[j].Namespace+"/"+services[j].Name
+	})
+	for _, svc := range services {
+		name := svc.Namespace + "/" + svc.Name
+		if reason := noProxyReason(svc); reason != "" {
+			out = append(out, Outcome{Service: name, Path: "-", Verdict: Info, Detail: "no proxy rules (expected): " + reason})
+			continue
+		}
+		for _, sp := range view.Services {
+			if sp.Name.Namespace != svc.Namespace || sp.Name.Name != svc.Name {
+				continue
+			}
+			for _, ext := range append(slices.Clone(sp.ExternalIPs), sp.LoadBalancerIPs...) {
+				if err := tb.Lab.AddClientRoute(ctx, netip.PrefixFrom(ext, 32)); err != nil {
+					return out, err
+				}
+			}
+			paths := pathsOf(sp, nodes, client)
+			for _, p := range paths {
+				if err := ctx.Err(); err != nil {
+					return out, err
+				}
+				out = append(out, checkPath(ctx, tb, o, sp, p, podByIP))
+			}
+		}
+	}
+	return out, nil
+}
+
+// noProxyReason says why a Service gets no proxy rules ("" when it does).
+func noProxyReason(svc *corev1.Service) string {
+	switch {
+	case svc.Spec.Type == corev1.ServiceTypeExternalName:
+		return "type ExternalName"
+	case svc.Spec.ClusterIP == corev1.ClusterIPNone:
+		return "headless (clusterIP: None)"
+	case svc.Labels["service.kubernetes.io/headless"] != "" || hasLabel(svc, "service.kubernetes.io/headless"):
+		return "label service.kubernetes.io/headless"
+	case hasLabel(svc, "service.kubernetes.io/service-proxy-name"):
+		return "label service.kubernetes.io/service-proxy-name (another proxy's service)"
+	}
+	return ""
+}
+
+func hasLabel(svc *corev1.Service, key string) bool {
+	_, ok := svc.Labels[key]
+	return ok
+}
+
+// path is one way into a service port, with the endpoints traffic may reach on it.
+type path struct {
+	kind     string
+	from     string
+	target   netip.AddrPort
+	expected []backends.Endpoint // endpoints that may answer; empty: no answer expected
+	reject   bool                // no endpoints at all: connections are refused
+}
+
+func pathsOf(sp *backends.ServicePort, nodes []lab.Host, client string) []path {
+	var paths []path
+	for _, n := range nodes {
+		local := localize(sp, n.Name)
+		cat := backends.CategorizeEndpoints(local)
+		internal := cat.Cluster
+		if sp.InternalPolicyLocal {
+			internal = cat.Local
+		}
+		paths = append(paths, path{kind: "clusterIP", from: testbed.ProbePod(n.Name),
+			target: netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port)), expected: internal, reject: !cat.HasAnyEndpoints})
+	}
+	external := func(n lab.Host) []backends.Endpoint {
+		cat := backends.CategorizeEndpoints(localize(sp, n.Name))
+		if sp.ExternalPolicyLocal {
+			return cat.Local
+		}
+		return cat.Cluster
+	}
+	hasAny := backends.CategorizeEndpoints(sp).HasAnyEndpoints
+	if sp.NodePort != 0 {
+		for _, n := range nodes {
+			paths = append(paths, path{kind: "nodePort", from: client, target: netip.AddrPortFrom(n.IP, uint16(sp.NodePort)),
+				expected: external(n), reject: !hasAny})
+		}
+	}
+	// Clients reach load-balancer and external IPs through node 0 (their route).
+	for _, ip := range sp.LoadBalancerIPs {
+		paths = append(paths, path{kind: "loadBalancer", from: client, target: netip.AddrPortFrom(ip, uint16(sp.Port)), expected: external(nodes[0]), reject: !hasAny})
+	}
+	for _, ip := range sp.ExternalIPs {
+		paths = append(paths, path{kind: "externalIP", from: client, target: netip.AddrPortFrom(ip, uint16(sp.Port)), expected: external(nodes[0]), reject: !hasAny})
+	}
+	return paths
+}
+
+// localize returns a copy of sp whose endpoints are marked local when they run on node.
+func localize(sp *backends.ServicePort, node string) *backends.ServicePort {
+	c := *sp
+	c.Endpoints = slices.Clone(sp.Endpoints)
+	for i := range c.Endpoints {
+		c.Endpoints[i].IsLocal = c.Endpoints[i].NodeName == node
+	}
+	return &c
+}
+
+func checkPath(ctx context.Context, tb *testbed.Testbed, o Options, sp *backends.ServicePort, p path, podByIP map[netip.Addr]string) Outcome {
+	out := Outcome{
+		Service: sp.Name.Namespace + "/" + sp.Name.Name, Port: portLabel(sp), Path: p.kind, From: p.from,
+		Target: p.target.String(), Protocol: string(sp.Protocol()), Counts: map[string]int{},
+	}
+	if sp.Protocol() != backends.TCP && sp.Protocol() != backends.UDP {
+		out.Verdict, out.Detail = Pass, "not checked: the lab's echo servers speak TCP and UDP only"
+		return out
+	}
+	pr, err := tb.Lab.Prober(p.from)
+	if err != nil {
+		out.Verdict, out.Detail = Fail, err.Error()
+		return out
+	}
+	target := probe.Target{Addr: p.target, Protocol: lab.Protocol(sp.Protocol())}
+	if len(p.expected) == 0 {
+		return checkNoAnswer(ctx, pr, target, o, p, out)
+	}
+	expected := map[string]bool{}
+	for _, ep := range p.expected {
+		expected[podByIP[ep.IP]] = true
+	}
+	n := max(o.MinRequests, o.PerEndpoint*len(p.expected))
+	classes := map[probe.ErrClass]int{}
+	var firstErr error
+	var unexpected []string
+	for range n {
+		res := pr.Request(ctx, target, probe.Options{Timeout: o.Timeout})
+		classes[res.Class]++
+		if res.Err != nil {
+			if firstErr == nil {
+				firstErr = res.Err
+			}
+			continue
+		}
+		out.Counts[res.Answer.Pod]++
+		if !expected[res.Answer.Pod] && len(unexpected) < 5 {
+			unexpected = append(unexpected, res.Answer.Pod)
+		}
+	}
+	ok := classes[probe.OK]
+	var problems []string
+	if ok < n {
+		problems = append(problems, fmt.Sprintf("%d/%d failed (%s), first: %v", n-ok, n, classSummary(classes), firstErr))
+	}
+	if len(unexpected) > 0 {
+		problems = append(problems, fmt.Sprintf("answered by pods that are not expected endpoints: %s", strings.Join(unexpected, ", ")))
+	}
+	detail := fmt.Sprintf("%d/%d ok", ok, n)
+	if sp.AffinityClientIP {
+		if len(out.Counts) > 1 {
+			problems = append(problems, fmt.Sprintf("session affinity broken: one client reached %d pods %v", len(out.Counts), out.Counts))
+		}
+		detail += ", affinity held (one pod)"
+	} else {
+		var missing []string
+		observed := make([]int, 0, len(expected))
+		for pod := range expected {
+			if out.Counts[pod] == 0 {
+				missing = append(missing, pod)
+			}
+			observed = append(observed, out.Counts[pod])
+		}
+		sort.Strings(missing)
+		detail += fmt.Sprintf(", %d/%d endpoints reached", len(expected)-len(missing), len(expected))
+		if len(missing) > 0 {
+			problems = append(problems, "endpoints never reached: "+strings.Join(missing, ", "))
+		}
+		if len(observed) > 1 && ok == n {
+			chi2, _, pv, err := stats.ChiSquareGOF(observed, stats.Uniform(len(observed)))
+			if err == nil {
+				out.PValue = pv
+				detail += fmt.Sprintf(", chi2=%.2f p=%.3g", chi2, pv)
+				if pv < MinPValue {
+					problems = append(problems, fmt.Sprintf("selection is not uniform (p=%.3g < %g): %v", pv, MinPValue, out.Counts))
+				}
+			}
+		}
+	}
+	out.Verdict, out.Detail = Pass, detail
+	if len(problems) > 0 {
+		out.Verdict, out.Detail = Fail, strings.Join(problems, "; ")
+	}
+	return out
+}
+
+// checkNoAnswer checks a path that must not reach any pod: refused when the service has
+// no endpoints at all, dropped (timeout) when a Local policy leaves this node none.
+func checkNoAnswer(ctx context.Context, pr *probe.Prober, target probe.Target, o Options, p path, out Outcome) Outcome {
+	want, what := probe.Timeout, "dropped (Local policy, no local endpoints)"
+	if p.reject {
+		want, what = probe.Refused, "refused (no endpoints)"
+	}
+	const n = 3
+	classes := map[probe.ErrClass]int{}
+	for range n {
+		timeout := o.Timeout
+		if want == probe.Timeout {
+			timeout = min(timeout, time.Second)
+		}
+		start := time.Now()
+		res := pr.Request(ctx, target, probe.Options{Timeout: timeout})
+		if res.Class == probe.OK {
+			out.Counts[res.Answer.Pod]++
+		}
+		if want == probe.Refused && res.Class == probe.Refused && time.Since(start) > 3*time.Second {
+			res.Class = probe.Timeout // e2e: "rejected within 3s", not after
+		}
+		classes[res.Class]++
+	}
+	out.Verdict, out.Detail = Pass, fmt.Sprintf("%d/%d %s", classes[want], n, what)
+	if classes[want] != n {
+		out.Verdict = Fail
+		out.Detail = fmt.Sprintf("expected %s, got %s", what, classSummary(classes))
+	}
+	return out
+}
+
+func classSummary(classes map[probe.ErrClass]int) string {
+	var parts []string
+	for c, k := range classes {
+		parts = append(parts, fmt.Sprintf("%s=%d", c, k))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+func portLabel(sp *backends.ServicePort) string {
+	if sp.Name.Port == "" {
+		return fmt.Sprintf("%d/%s", sp.Port, sp.Protocol())
+	}
+	return fmt.Sprintf("%s %d/%s", sp.Name.Port, sp.Port, sp.Protocol())
+}
+
+// Failed reports whether any outcome failed.
+func Failed(outs []Outcome) bool {
+	for _, o := range outs {
+		if o.Verdict == Fail {
+			return true
+		}
+	}
+	return false
+}
