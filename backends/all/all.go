@@ -13,6 +13,7 @@ import (
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/iptables"
 	"kpbench.dev/kpbench/backends/nftables"
+	"kpbench.dev/kpbench/backends/perrule"
 )
 
 // Node says where a backend works: the node's name, namespace and a private directory
@@ -43,6 +44,9 @@ func registry() map[string]factory {
 		},
 		"iptables-legacy": func(n Node, s Settings) (backends.Backend, error) {
 			return iptables.New(iptables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Flavor: iptables.FlavorLegacy, LockFile: lockFile(n), MasqueradeBit: s.MasqueradeBit}), nil
+		},
+		"iptables-perrule": func(n Node, s Settings) (backends.Backend, error) {
+			return perrule.New(perrule.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Flavor: iptables.FlavorLegacy, MasqueradeBit: s.MasqueradeBit}), nil
 		},
 		"nftables": func(n Node, s Settings) (backends.Backend, error) {
 			return nftables.New(nftables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath})
