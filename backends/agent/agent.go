@@ -88,6 +88,7 @@ type Agent struct {
 	records   []SyncRecord
 	metrics   Metrics
 	changed   chan struct{}
+	requests  chan syncRequest
 	syncedSig chan struct{} // closed and replaced after every sync
 	lastState *backends.State
 	synced    bool // a sync has succeeded
@@ -111,6 +112,7 @@ func New(cfg Config) *Agent {
 		services:  map[string]*corev1.Service{},
 		slices:    map[string]*discoveryv1.EndpointSlice{},
 		changed:   make(chan struct{}, 1),
+		requests:  make(chan syncRequest),
 		syncedSig: make(chan struct{}),
 		metrics:   newMetrics(),
 	}
@@ -229,11 +231,43 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case <-a.changed:
 			dirty = true
+		case req := <-a.requests:
+			if req.full {
+				if fs, ok := a.cfg.Backend.(fullSyncer); ok {
+					fs.ForceFullSync()
+				}
+			}
+			last = a.cfg.Now()
+			req.done <- a.syncOnce(ctx, false)
+			dirty = false
 		case <-retry.C:
 			dirty = true
 		case <-periodic.C:
 			dirty, isPeriodic = true, true
 		}
+	}
+}
+
+type syncRequest struct {
+	full bool
+	done chan SyncRecord
+}
+
+// ForceSync asks the running loop (Run) for one sync now, full if asked (on backends that
+// can be told), and returns its record. It is how measurements time full and partial syncs
+// at a given size without racing the loop.
+func (a *Agent) ForceSync(ctx context.Context, full bool) (SyncRecord, error) {
+	req := syncRequest{full: full, done: make(chan SyncRecord, 1)}
+	select {
+	case a.requests <- req:
+	case <-ctx.Done():
+		return SyncRecord{}, ctx.Err()
+	}
+	select {
+	case rec := <-req.done:
+		return rec, rec.Err
+	case <-ctx.Done():
+		return SyncRecord{}, ctx.Err()
 	}
 }
 
