@@ -163,12 +163,37 @@ func Split(file string, data []byte) (docs []*Doc, err error) {
 
 var lineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
+// parserContextError reports whether a yaml.v3 message comes from its parser (not its
+// scanner) with a context mark, whose line yaml.v3 prints 0-based.
+func parserContextError(msg string) bool {
+	for _, m := range []string{
+		"did not find expected <document start>",
+		"did not find expected key",
+		"did not find expected '-' indicator",
+		"did not find expected node content",
+		"did not find expected ',' or ']'",
+		"did not find expected ',' or '}'",
+	} {
+		if msg == m {
+			return true
+		}
+	}
+	return false
+}
+
 // syntaxError turns a yaml.v3 parse error into a positioned error.
 func syntaxError(file string, err error) *Error {
 	msg := err.Error()
 	if m := lineRE.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
-		return &Error{File: file, Line: line, Msg: "invalid YAML: " + m[2]}
+		text := m[2]
+		if parserContextError(text) {
+			// yaml.v3 reports these parser errors at the 0-based line of the collection
+			// or document being parsed; point at that collection's first line instead.
+			line++
+			text += " (in the block starting on this line)"
+		}
+		return &Error{File: file, Line: line, Msg: "invalid YAML: " + text}
 	}
 	return &Error{File: file, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
 }
