@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
@@ -93,6 +94,18 @@ func NewPair(t testing.TB) Pair {
 		ipnet := &net.IPNet{IP: end.host.Addr.AsSlice(), Mask: net.CIDRMask(p.Subnet.Bits(), 32)}
 		require.NoError(t, end.nl.AddrAdd(link, &netlink.Addr{IPNet: ipnet}), "addr %s on %s", ipnet, end.host.Name)
 		require.NoError(t, end.nl.LinkSetUp(link), "up %s in %s", end.host.Link, end.host.Name)
+	}
+	// Until the kernel's linkwatch work has seen the carrier (up to a second after "up"),
+	// the device has no queue discipline and drops every packet: the first probes would
+	// time out. The work sets the operational state and the queue in one go.
+	for _, end := range []struct {
+		nl   *netlink.Handle
+		host Host
+	}{{nla, p.A}, {nlb, p.B}} {
+		require.Eventually(t, func() bool {
+			link, err := end.nl.LinkByName(end.host.Link)
+			return err == nil && link.Attrs().OperState == netlink.OperUp
+		}, 5*time.Second, 5*time.Millisecond, "%s in %s never became operationally up", end.host.Link, end.host.Name)
 	}
 	return p
 }
