@@ -145,23 +145,22 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	res.Full, res.Rules, res.Bytes, res.ChangedServices = full, gres.Rules, gres.Bytes, gres.ChangedServices
 
 	start = time.Now()
+	if full {
+		cpu, err := b.ensureJumps(ctx)
+		res.ApplyCPU += cpu
+		if err != nil {
+			res.Apply = time.Since(start)
+			b.needFull = true
+			return res, b.errorf("ensure jumps: %w", err)
+		}
+	}
 	out, err := b.run(ctx, b.restore, input, "-w", "--noflush", "--counters")
 	res.Apply = time.Since(start)
-	res.ApplyCPU = out.CPU
+	res.ApplyCPU += out.CPU
 	if err != nil {
 		b.failures++
 		b.needFull = true
 		return res, b.errorf("%w", newRestoreError(err, out.Stderr, input))
-	}
-	if full {
-		start = time.Now()
-		cpu, err := b.ensureJumps(ctx)
-		res.Apply += time.Since(start)
-		res.ApplyCPU += cpu
-		if err != nil {
-			b.needFull = true
-			return res, b.errorf("ensure jumps: %w", err)
-		}
 	}
 	filters := staleUDPFilters(b.last, desired)
 	b.installed = gres.Active
@@ -252,13 +251,29 @@ func (b *Backend) listChains(ctx context.Context, table string) ([]string, error
 	return chains, sc.Err()
 }
 
-// ensureJumps makes the built-in chains jump into kube-proxy's, like kube-proxy's
-// EnsureRule(Prepend, ...): check, and insert at the top when missing. It runs after a
-// full restore (which creates the target chains), so partial syncs cost no extra exec.
+// ensureJumps makes the built-in chains jump into kube-proxy's, as kube-proxy does before
+// the restore of a full sync (EnsureChain, then EnsureRule(Prepend, ...)): create the target
+// chain, check the jump, and insert it at the top when missing. Running before the restore
+// keeps it cheap on the first sync (legacy iptables copies the whole table per call);
+// partial syncs skip it, as kube-proxy's do.
 //
-// Equivalent to: `iptables -w -t $table -C $chain $args || iptables -w -t $table -I $chain $args`.
+// Equivalent to: `iptables -w -t $table -N $target; iptables -w -t $table -C $chain $args ||
+// iptables -w -t $table -I $chain $args`.
 func (b *Backend) ensureJumps(ctx context.Context) (time.Duration, error) {
 	var cpu time.Duration
+	type tc struct{ table, chain string }
+	created := map[tc]bool{}
+	for _, j := range Jumps() {
+		if created[tc{j.Table, j.To}] {
+			continue
+		}
+		created[tc{j.Table, j.To}] = true
+		out, err := b.run(ctx, b.ipt, nil, "-w", "-t", j.Table, "-N", j.To)
+		cpu += out.CPU
+		if err != nil && exitCode(err) != 1 { // 1: the chain exists
+			return cpu, err
+		}
+	}
 	for _, j := range Jumps() {
 		args := append([]string{"-w", "-t", j.Table, "-C", j.From}, j.Args()...)
 		out, err := b.run(ctx, b.ipt, nil, args...)

@@ -178,3 +178,76 @@ func TestChainNames(t *testing.T) {
 	assert.True(t, IsServiceChain("KUBE-SEP-AAAA"))
 	assert.False(t, IsServiceChain("KUBE-SERVICES"))
 }
+
+// TestSeedInferenceShape checks the shape of the seed inference-iptables-save.txt: the same
+// chain names, 0.5 then an unconditional rule for two endpoints, and the -m recent pair of
+// the kubernetes Service.
+func TestSeedInferenceShape(t *testing.T) {
+	inf := svc("default", "inference-service-0", "", backends.TCP, "10.96.10.20", 8500, eps(2, 0, 8501))
+	inf.NodePort = 32000
+	kube := svc("default", "kubernetes", "https", backends.TCP, "10.96.0.1", 443, eps(1, 0, 6443))
+	kube.AffinityClientIP, kube.AffinityTimeoutSeconds = true, 10800
+	s, err := ParseRestore([]byte(generate(t, state(inf, kube))))
+	require.NoError(t, err)
+	rules := func(chain string) [][]string {
+		var out [][]string
+		for _, r := range s.Rules {
+			if r.Chain == chain {
+				out = append(out, r.Args)
+			}
+		}
+		return out
+	}
+	svcRules := rules("KUBE-SVC-CAVPFFD4EDKETLMK")
+	require.Len(t, svcRules, 3) // masquerade for off-cluster sources, then two endpoints
+	assert.Equal(t, []string{"--probability", "0.5000000000"}, svcRules[1][len(svcRules[1])-4:len(svcRules[1])-2])
+	assert.NotContains(t, svcRules[2], "statistic")
+	assert.Equal(t, "-j", svcRules[2][len(svcRules[2])-2])
+	sep := svcRules[2][len(svcRules[2])-1]
+	assert.Equal(t, []string{"-m", "comment", "--comment", "default/inference-service-0:", "-m", "tcp", "-p", "tcp", "-j", "DNAT", "--to-destination", "10.1.0.3:8501"}, rules(sep)[1])
+	np := rules("KUBE-NODEPORTS")
+	require.Len(t, np, 1)
+	assert.Equal(t, []string{"--dport", "32000", "-j", "KUBE-EXT-CAVPFFD4EDKETLMK"}, np[0][len(np[0])-4:])
+	k := rules("KUBE-SVC-NPX46M4PTMTKRN6Y")
+	require.Len(t, k, 3)
+	assert.Contains(t, strings.Join(k[1], " "), "-m recent --name KUBE-SEP-")
+	assert.Contains(t, strings.Join(k[1], " "), "--rcheck --seconds 10800 --reap")
+}
+
+func TestLargeClusterDropsEndpointComments(t *testing.T) {
+	for _, tt := range []struct {
+		n        int
+		comments bool
+	}{{LargeClusterEndpointsThreshold, true}, {LargeClusterEndpointsThreshold + 1, false}} {
+		out := generate(t, state(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(tt.n, 0, 8080))))
+		assert.Equal(t, tt.comments, strings.Contains(out, `-m comment --comment "ns1/svc1:p80 -> `), "n=%d", tt.n)
+		assert.Equal(t, tt.comments, strings.Contains(out, `-m comment --comment ns1/svc1:p80 -s`), "n=%d", tt.n)
+		assert.Contains(t, out, `"ns1/svc1:p80 cluster IP"`, "service comments stay")
+	}
+}
+
+func TestGeneratePartial(t *testing.T) {
+	a := svc("ns1", "a", "p80", backends.TCP, "172.30.0.1", 80, eps(2, 0, 8080))
+	b := svc("ns1", "b", "p80", backends.TCP, "172.30.0.2", 80, eps(3, 0, 9090))
+	g := NewGenerator(DefaultMasqueradeBit)
+	var buf bytes.Buffer
+	full := g.Generate(&buf, Request{State: state(a, b)})
+	assert.Len(t, full.Active, 7)
+	buf.Reset()
+	res := g.Generate(&buf, Request{State: state(a, b), Changed: map[backends.ServicePortName]bool{b.Name: true}, Installed: full.Active})
+	assert.False(t, res.Full)
+	assert.Equal(t, 1, res.ChangedServices)
+	assert.Empty(t, res.Deleted)
+	s, err := ParseRestore(buf.Bytes())
+	require.NoError(t, err)
+	for _, c := range s.Chains["nat"] {
+		if IsServiceChain(c) {
+			assert.Contains(t, []string{ServiceChain(b.Name), EndpointChain(b.Name, b.Endpoints[0]), EndpointChain(b.Name, b.Endpoints[1]), EndpointChain(b.Name, b.Endpoints[2])}, c)
+		}
+	}
+	for _, r := range s.Rules {
+		assert.False(t, strings.HasPrefix(r.Chain, "KUBE-S") && r.Chain != ChainServices && strings.HasSuffix(r.Chain, ServiceChain(a.Name)[9:]), "rule of unchanged service a: %v", r)
+	}
+	assert.Contains(t, buf.String(), "-j "+ServiceChain(a.Name)+"\n", "KUBE-SERVICES keeps a's entry")
+	assert.NotContains(t, buf.String(), "*mangle")
+}
