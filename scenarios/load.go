@@ -1,0 +1,127 @@
+package scenarios
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"kpbench.dev/kpbench/internal/yamlpos"
+	"kpbench.dev/kpbench/lab/manifest"
+)
+
+// Load reads a scenario file and checks all of it before anything runs: strict decoding,
+// defaults, the referenced manifest and proxy configuration files (relative to the
+// scenario file's directory) and validation. Errors are yamlpos.Errors, one line each:
+// `FILE:LINE: FIELD: message`, where FILE may be a referenced file.
+func Load(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read scenario: %w", err)
+	}
+	return ParseScenario(path, data, filepath.Dir(path))
+}
+
+// ParseScenario is Load for data already in memory: file names it in errors and baseDir
+// is where relative references are resolved.
+func ParseScenario(file string, data []byte, baseDir string) (*Scenario, error) {
+	docs, err := yamlpos.Split(file, data)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(docs) == 0:
+		return nil, &yamlpos.Error{File: file, Msg: "empty file: expected a Scenario (apiVersion: " + APIVersion + ", kind: " + Kind + ")"}
+	case len(docs) > 1:
+		return nil, &yamlpos.Error{File: file, Line: docs[1].Line(), Msg: "a scenario file holds one document; put Kubernetes objects in manifest files"}
+	}
+	doc := docs[0]
+	s := &Scenario{File: file, BaseDir: baseDir, doc: doc}
+	if err := yamlpos.Decode(doc, s); err != nil {
+		return nil, err
+	}
+	s.Default()
+
+	// Everything the validation of references needs: manifests (parsed with the
+	// topology's node port range) and the proxy configuration file.
+	var errs yamlpos.Errors
+	parser := manifest.Parser{}
+	if r, err := manifest.ParsePortRange(s.Topology.NodePortRange); err == nil {
+		parser.NodePortRange = r
+	}
+	resolve := func(refs []ManifestRef, p *field.Path) {
+		for i := range refs {
+			errs = append(errs, s.resolveManifest(parser, doc, &refs[i], p.Index(i))...)
+		}
+	}
+	resolve(s.Manifests, field.NewPath("manifests"))
+	for i := range s.Steps {
+		p := field.NewPath("steps").Index(i)
+		if a := s.Steps[i].Apply; a != nil {
+			resolve(a.Manifests, p.Child("apply", "manifests"))
+		}
+		if d := s.Steps[i].Delete; d != nil {
+			resolve(d.Manifests, p.Child("delete", "manifests"))
+		}
+	}
+	if s.Proxy != nil && s.Proxy.ProxyConfigFile != "" {
+		c, warnings, err := LoadProxyConfig(s.resolvePath(s.Proxy.ProxyConfigFile))
+		s.Warnings = append(s.Warnings, warnings...)
+		if err != nil {
+			if l := yamlpos.AsErrors(err); l != nil {
+				errs = append(errs, l...)
+			} else {
+				errs = append(errs, doc.Errorf("proxy.proxyConfigFile", "%v", err))
+			}
+		} else {
+			s.ProxyConfig = c
+			if s.ProxyConfig.ClusterCIDR == "" {
+				s.ProxyConfig.ClusterCIDR = s.Topology.PodCIDR
+			}
+		}
+	}
+	if err := s.Validate(); err != nil {
+		errs = append(errs, yamlpos.AsErrors(err)...)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return s, nil
+}
+
+// resolvePath returns p relative to the scenario's BaseDir (absolute paths unchanged).
+func (s *Scenario) resolvePath(p string) string {
+	if filepath.IsAbs(p) || s.BaseDir == "" {
+		return p
+	}
+	return filepath.Join(s.BaseDir, p)
+}
+
+// resolveManifest fills ref.Objects from its file or inline object.
+func (s *Scenario) resolveManifest(parser manifest.Parser, doc *yamlpos.Doc, ref *ManifestRef, p *field.Path) yamlpos.Errors {
+	switch {
+	case ref.File != "" && ref.Inline == nil:
+		path := s.resolvePath(ref.File)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return yamlpos.Errors{doc.Errorf(p.Child("file").String(), "cannot read manifest: %v", err)}
+		}
+		objs, err := parser.Parse(path, data)
+		if err != nil {
+			return yamlpos.AsErrors(err)
+		}
+		if len(objs) == 0 {
+			return yamlpos.Errors{doc.Errorf(p.Child("file").String(), "%s holds no objects", ref.File)}
+		}
+		ref.Objects = objs
+	case ref.Inline != nil && ref.File == "":
+		inline := &yamlpos.Doc{File: doc.File, Node: ref.Inline, Base: p.Child("inline")}
+		o, err := parser.ParseDoc(inline)
+		if err != nil {
+			return yamlpos.AsErrors(err)
+		}
+		ref.Objects = []manifest.Object{o}
+	}
+	return nil
+}

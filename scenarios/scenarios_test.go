@@ -1,0 +1,303 @@
+package scenarios
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"kpbench.dev/kpbench/internal/yamlpos"
+)
+
+func TestLoadExamples(t *testing.T) {
+	s, err := Load("examples/nginx-nodeport.scenario.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, "nginx-nodeport", s.Name)
+	assert.Equal(t, 2, s.Topology.Nodes)
+	assert.Equal(t, 1, *s.Topology.Clients)
+	assert.Equal(t, DefaultNodeCIDR, s.Topology.NodeCIDR)
+	assert.Equal(t, DefaultPodCIDR, s.ProxyConfig.ClusterCIDR)
+	require.Len(t, s.Manifests[0].Objects, 2)
+	assert.Equal(t, "expect", s.Steps[1].Action())
+	assert.Equal(t, AddressNodePort, s.Steps[1].Expect.To.Address)
+	assert.Equal(t, 100, s.Steps[3].Expect.Count)
+	assert.Empty(t, s.Warnings)
+
+	s, err = Load("examples/inference.scenario.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, ModeIPTables, s.ProxyConfig.Mode)
+	assert.Equal(t, "169.169.0.0/16", s.ProxyConfig.ClusterCIDR)
+	assert.Equal(t, "node-0", s.Steps[1].Expect.To.Node, "defaulted")
+	assert.Equal(t, 1, s.Steps[1].Expect.Count)
+	pod := s.Steps[2].Apply.Manifests[0].Objects[0]
+	assert.Equal(t, "inference-pod-1", pod.Key().Name)
+	assert.Equal(t, "examples/inference.scenario.yaml", pod.Source.File)
+	assert.Contains(t, strings.Join(s.Warnings, "\n"), "kubeProxyIPVSConfiguration.scheduler: unknown field, ignored (did you mean ipvs.scheduler?)")
+}
+
+func TestSeedProxyConfig(t *testing.T) {
+	for _, path := range []string{"/work/shared/examples/proxy.yaml", "examples/seed-proxy.yaml"} {
+		c, warnings, err := LoadProxyConfig(path)
+		require.NoError(t, err)
+		assert.Equal(t, ModeIPTables, c.Mode)
+		assert.Equal(t, "169.169.0.0/16", c.ClusterCIDR)
+		assert.False(t, c.IPTables.MasqueradeAll)
+		assert.Equal(t, time.Second, c.IPTables.MinSyncPeriod.Duration)
+		assert.Equal(t, 30*time.Second, c.NFTables.SyncPeriod.Duration)
+		assert.Equal(t, "rr", c.IPVS.Scheduler)
+		assert.Equal(t, int32(14), *c.IPTables.MasqueradeBit)
+		all := strings.Join(warnings, "\n")
+		for _, want := range []string{
+			path + ":3: clientConnection: accepted but not used by kpbench",
+			path + ":12: hostnameOverride: accepted but not used by kpbench",
+			path + ":16: kubeProxyIPTablesConfiguration.masqueradeAll: unknown field, ignored (did you mean iptables.masqueradeAll?)",
+			path + ":18: kubeProxyIPVSConfiguration.scheduler: unknown field, ignored (did you mean ipvs.scheduler?)",
+		} {
+			assert.Contains(t, all, want)
+		}
+	}
+}
+
+func TestParseProxyConfig(t *testing.T) {
+	const head = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n"
+	for _, tc := range []struct {
+		name, src, field, msg string
+		line                  int
+	}{
+		{"bad mode", head + "mode: userspace\n", "mode", `Unsupported value: "userspace"`, 3},
+		{"bad duration", head + "iptables:\n  minSyncPeriod: soon\n", "iptables.minSyncPeriod", "must be a duration", 4},
+		{"duration as number", head + "nftables:\n  syncPeriod: 30\n", "nftables.syncPeriod", "duration string", 4},
+		{"zero sync", head + "ipvs:\n  syncPeriod: 0s\n", "ipvs.syncPeriod", "greater than 0", 4},
+		{"min above sync", head + "iptables:\n  syncPeriod: 1s\n  minSyncPeriod: 2s\n", "iptables.minSyncPeriod", "less than or equal to syncPeriod", 5},
+		{"bad CIDR", head + "clusterCIDR: 10.0.0.0/33\n", "clusterCIDR", "IPv4 CIDR", 3},
+		{"bad scheduler", head + "ipvs: {scheduler: random}\n", "ipvs.scheduler", "Unsupported value", 3},
+		{"masqueradeBit", head + "iptables: {masqueradeBit: 32}\n", "iptables.masqueradeBit", "0-31", 3},
+		{"wrong type", head + "iptables: {masqueradeAll: 1}\n", "iptables.masqueradeAll", "expected a boolean", 3},
+		{"missing kind", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nmode: ipvs\n", "kind", "must be \"KubeProxyConfiguration\"", 1},
+		{"wrong apiVersion", "apiVersion: v1\nkind: KubeProxyConfiguration\n", "apiVersion", "Unsupported value", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := ParseProxyConfig("p.yaml", []byte(tc.src))
+			requirePositioned(t, err, "p.yaml", tc.line, tc.field, tc.msg)
+		})
+	}
+
+	c, warnings, err := ParseProxyConfig("p.yaml", []byte(head+"mode: nftables\nnftables: {minSyncPeriod: 100ms}\nmetrics: 1\nipvs: {strictARP: true, excludeCIDRs: []}\nfoo: {bar: 1}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, 100*time.Millisecond, c.NFTables.MinSyncPeriod.Duration)
+	assert.True(t, c.IPVS.StrictARP)
+	assert.Equal(t, []string{
+		"p.yaml:5: metrics: unknown field, ignored",
+		"p.yaml:6: ipvs.excludeCIDRs: accepted but not used by kpbench",
+		"p.yaml:7: foo: unknown field, ignored",
+	}, warnings)
+}
+
+// requirePositioned asserts that err holds a positioned error at file:line on field whose
+// message contains msg.
+func requirePositioned(t *testing.T, err error, file string, line int, fld, msg string) {
+	t.Helper()
+	require.Error(t, err)
+	list := yamlpos.AsErrors(err)
+	require.NotEmpty(t, list, "error without position: %v", err)
+	for _, e := range list {
+		if e.File == file && e.Line == line && e.Field == fld && strings.Contains(e.Msg, msg) {
+			assert.NotContains(t, e.Error(), "\n")
+			return
+		}
+	}
+	t.Fatalf("no error at %s:%d %s containing %q; got:\n%v", file, line, fld, msg, err)
+}
+
+// scenario returns a minimal valid scenario (its steps start at line 13) with extra
+// lines appended.
+func scenario(extra ...string) string {
+	return `apiVersion: kpbench.dev/v1alpha1
+kind: Scenario
+name: t
+topology: {nodes: 2, clients: 1}
+manifests:
+- file: nginx-nodeport.yaml
+- inline:
+    apiVersion: v1
+    kind: Service
+    metadata: {name: multi}
+    spec: {type: LoadBalancer, externalIPs: [1.2.3.4], selector: {app: nginx}, ports: [{name: a, port: 80}, {name: b, port: 53, protocol: UDP}]}
+steps:
+` + strings.Join(extra, "\n") + "\n"
+}
+
+func TestValidScenario(t *testing.T) {
+	s, err := ParseScenario("s.yaml", []byte(scenario(
+		"- name: one",
+		"  scale: {deployment: nginx-deployment, replicas: 5}",
+		"- setPods: {names: [nginx-deployment-4], ready: false}",
+		"- setPods: {selector: {app: nginx}, terminating: true}",
+		"- churn: {pattern: add, services: 100, endpointsPerService: 10, rate: 50}",
+		"- churn: {pattern: update, services: 100, allAtOnce: true, duration: 10s, template: {port: 53, protocol: UDP, type: NodePort}}",
+		"- wait: {synced: true}",
+		"- expect: {from: node-1, to: {service: multi, port: b, address: externalIP}, protocol: UDP, expectation: reachable}",
+		"- expect: {from: pod:default/nginx-deployment-2, to: {service: multi, port: a, address: loadBalancer}, expectation: sameBackend}",
+		"- expect: {from: client-0, to: {ipPort: '10.96.0.1:443'}, expectation: refused, timeout: 3s}",
+		"- measure: {name: syncLatency, params: {samples: 10, mode: [a, b]}}",
+		"- delete: {kind: Service, name: multi}",
+		"- delete: {manifests: [{file: nginx-nodeport.yaml}]}",
+	)), "examples")
+	require.NoError(t, err)
+	assert.Equal(t, "TCP", s.Steps[3].Churn.Template.Protocol)
+	assert.Equal(t, 100, s.Steps[7].Expect.Count)
+	assert.Equal(t, "default", s.Steps[10].Delete.Namespace)
+	assert.Equal(t, map[string]any{"samples": int64(10), "mode": []any{"a", "b"}}, s.Steps[9].Measure.Params)
+	svc := s.Manifests[1].Objects[0].Object.(*corev1.Service)
+	assert.Equal(t, corev1.ServiceExternalTrafficPolicyCluster, svc.Spec.ExternalTrafficPolicy)
+}
+
+func TestScenarioErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, file, field, msg string
+		line                        int
+	}{
+		{"wrong apiVersion", strings.Replace(scenario(), "kpbench.dev/v1alpha1", "v1", 1), "", "apiVersion", "Unsupported value", 1},
+		{"wrong kind", strings.Replace(scenario(), "kind: Scenario", "kind: Test", 1), "", "kind", "Unsupported value", 2},
+		{"name invalid", strings.Replace(scenario(), "name: t\n", "name: My Test\n", 1), "", "name", "Invalid value", 3},
+		{"unknown top-level field", scenario() + "stpes: []\n", "", "stpes", "unknown field", 14},
+		{"unknown step field", scenario("- wiat: {synced: true}"), "", "steps[0].wiat", "unknown field", 13},
+		{"no action", scenario("- name: x"), "", "steps[0]", "one action", 13},
+		{"two actions", scenario("- wait: {synced: true}", "  measure: {name: m}"), "", "steps[0]", "exactly one action, found wait, measure", 13},
+		{"duplicate step names", scenario("- {name: a, wait: {synced: true}}", "- {name: a, wait: {synced: true}}"), "", "steps[1].name", "Duplicate value", 14},
+		{"nodes zero after default is fine but negative not", strings.Replace(scenario(), "nodes: 2", "nodes: -1", 1), "", "topology.nodes", "must be in range 1-64", 4},
+		{"too many nodes", strings.Replace(scenario(), "nodes: 2", "nodes: 65", 1), "", "topology.nodes", "1-64", 4},
+		{"too many clients", strings.Replace(scenario(), "clients: 1", "clients: 17", 1), "", "topology.clients", "0-16", 4},
+		{"bad nodeCIDR", strings.Replace(scenario(), "clients: 1}", "clients: 1, nodeCIDR: 172.18.0.1/24}", 1), "", "topology.nodeCIDR", "did you mean 172.18.0.0/24", 4},
+		{"small nodeCIDR", strings.Replace(scenario(), "clients: 1}", "clients: 1, nodeCIDR: 172.18.0.0/30}", 1), "", "topology.nodeCIDR", "holds 1 hosts", 4},
+		{"overlapping CIDRs", strings.Replace(scenario(), "clients: 1}", "clients: 1, serviceCIDR: 10.244.0.0/20}", 1), "", "topology.serviceCIDR", "overlaps podCIDR", 4},
+		{"podCIDR too small", strings.Replace(scenario(), "clients: 1}", "clients: 1, podCIDR: 10.244.0.0/24}", 1), "", "topology.podCIDR", "holds 1 /24 node ranges", 4},
+		{"bad nodePortRange", strings.Replace(scenario(), "clients: 1}", "clients: 1, nodePortRange: 32767-30000}", 1), "", "topology.nodePortRange", "MIN-MAX", 4},
+		{"nodePort outside custom range", strings.Replace(scenario(), "clients: 1}", "clients: 1, nodePortRange: 31000-32000}", 1), "examples/nginx-nodeport.yaml", "spec.ports[0].nodePort", "must be in range 31000-32000", 33},
+		{"missing manifest file", strings.Replace(scenario(), "file: nginx-nodeport.yaml", "file: nope.yaml", 1), "", "manifests[0].file", "cannot read manifest", 6},
+		{"inline manifest error", strings.Replace(scenario(), "port: 53,", "port: 0,", 1), "", "manifests[1].inline.spec.ports[1].port", "between 1 and 65535", 11},
+		{"inline unsupported kind", strings.Replace(scenario(), "kind: Service", "kind: ConfigMap", 1), "", "manifests[1].inline.kind", "Unsupported value", 9},
+		{"manifest both", strings.Replace(scenario(), "- inline:", "- file: nginx-nodeport.yaml\n  inline:", 1), "", "manifests[1]", "not both", 7},
+		{"duplicate objects", strings.Replace(scenario(), "- inline:", "- file: nginx-nodeport.yaml\n- inline:", 1), "", "manifests[1]", "Duplicate value", 7},
+		{"proxy file and inline", scenario() + "proxy: {proxyConfigFile: seed-proxy.yaml, mode: ipvs}\n", "", "proxy", "not both", 14},
+		{"proxy inline strict", scenario() + "proxy: {scheduler: rr}\n", "", "proxy.scheduler", "unknown field", 14},
+		{"proxy inline bad mode", scenario() + "proxy:\n  mode: userspace\n", "", "proxy.mode", "Unsupported value", 15},
+		{"proxy file missing", scenario() + "proxy: {proxyConfigFile: nope.yaml}\n", "", "proxy.proxyConfigFile", "no such file", 14},
+		{"scale unknown deployment", scenario("- scale: {deployment: web, replicas: 1}"), "", "steps[0].scale.deployment", "no Deployment default/web", 13},
+		{"scale negative", scenario("- scale: {deployment: nginx-deployment, replicas: -1}"), "", "steps[0].scale.replicas", "0-10000", 13},
+		{"scale missing replicas", scenario("- scale: {deployment: nginx-deployment}"), "", "steps[0].scale.replicas", "Required value", 13},
+		{"scale beyond capacity", scenario("- scale: {deployment: nginx-deployment, replicas: 300}"), "", "steps[0].scale.replicas", "capacity of 220", 13},
+		{"scale after delete", scenario("- delete: {kind: Deployment, name: nginx-deployment}", "- scale: {deployment: nginx-deployment, replicas: 1}"), "", "steps[1].scale.deployment", "no Deployment", 14},
+		{"delete unknown", scenario("- delete: {kind: Pod, name: x}"), "", "steps[0].delete.name", "no such object", 13},
+		{"delete bad kind", scenario("- delete: {kind: ConfigMap, name: x}"), "", "steps[0].delete.kind", "Unsupported value", 13},
+		{"delete nothing", scenario("- delete: {}"), "", "steps[0].delete", "Required value", 13},
+		{"apply nothing", scenario("- apply: {manifests: []}"), "", "steps[0].apply.manifests", "Required value", 13},
+		{"setPods both", scenario("- setPods: {names: [a], selector: {a: b}, ready: true}"), "", "steps[0].setPods", "not both", 13},
+		{"setPods no condition", scenario("- setPods: {names: [nginx-deployment-0]}"), "", "steps[0].setPods", "ready and/or terminating", 13},
+		{"setPods unknown pod", scenario("- setPods: {names: [nginx-deployment-3], ready: false}"), "", "steps[0].setPods.names[0]", "no such pod", 13},
+		{"setPods selector matches nothing", scenario("- setPods: {selector: {app: redis}, ready: false}"), "", "steps[0].setPods.selector", "matches no pod", 13},
+		{"setPods ready not bool", scenario("- setPods: {names: [nginx-deployment-0], ready: 'no'}"), "", "steps[0].setPods.ready", "expected a boolean", 13},
+		{"churn bad pattern", scenario("- churn: {pattern: flap, services: 1, rate: 1}"), "", "steps[0].churn.pattern", "Unsupported value", 13},
+		{"churn too many services", scenario("- churn: {pattern: add, services: 50001, rate: 1}"), "", "steps[0].churn.services", "1-50000", 13},
+		{"churn too many endpoints", scenario("- churn: {pattern: add, services: 1, endpointsPerService: 1001, rate: 1}"), "", "steps[0].churn.endpointsPerService", "0-1000", 13},
+		{"churn no rate", scenario("- churn: {pattern: add, services: 1}"), "", "steps[0].churn.rate", "Required value", 13},
+		{"churn rate and allAtOnce", scenario("- churn: {pattern: add, services: 1, rate: 1, allAtOnce: true}"), "", "steps[0].churn.rate", "not both", 13},
+		{"churn negative rate", scenario("- churn: {pattern: add, services: 1, rate: -5}"), "", "steps[0].churn.rate", "must be in range", 13},
+		{"churn update without duration", scenario("- churn: {pattern: update, services: 1, rate: 1}"), "", "steps[0].churn.duration", "Required value", 13},
+		{"churn add with duration", scenario("- churn: {pattern: add, services: 1, rate: 1, duration: 1s}"), "", "steps[0].churn.duration", "only the update pattern", 13},
+		{"churn negative duration", scenario("- churn: {pattern: update, services: 1, rate: 1, duration: -1s}"), "", "steps[0].churn.duration", "positive duration", 13},
+		{"churn template type", scenario("- churn: {pattern: add, services: 1, rate: 1, template: {type: ExternalName}}"), "", "steps[0].churn.template.type", "Unsupported value", 13},
+		{"churn template port", scenario("- churn:", "    pattern: add", "    services: 1", "    rate: 1", "    template: {port: 70000}"), "", "steps[0].churn.template.port", "1-65535", 17},
+		{"wait not synced", scenario("- wait: {synced: false}"), "", "steps[0].wait.synced", "must be true", 13},
+		{"wait bad timeout", scenario("- wait: {synced: true, timeout: 0s}"), "", "steps[0].wait.timeout", "positive duration", 13},
+		{"wait timeout unparsable", scenario("- wait: {synced: true, timeout: forever}"), "", "steps[0].wait.timeout", "must be a duration", 13},
+		{"expect bad from", scenario("- expect: {from: laptop, to: {service: multi, port: a}, expectation: reachable}"), "", "steps[0].expect.from", "client-N, node-N or pod:NAME", 13},
+		{"expect client out of range", scenario("- expect: {from: client-1, to: {service: multi, port: a}, expectation: reachable}"), "", "steps[0].expect.from", "1 clients", 13},
+		{"expect node out of range", scenario("- expect: {from: node-2, to: {service: multi, port: a}, expectation: reachable}"), "", "steps[0].expect.from", "node-0 to node-1", 13},
+		{"expect unknown pod", scenario("- expect: {from: 'pod:web-0', to: {service: multi, port: a}, expectation: reachable}"), "", "steps[0].expect.from", "no such pod", 13},
+		{"expect unknown service", scenario("- expect: {from: client-0, to: {service: kube-system/dns}, expectation: reachable}"), "", "steps[0].expect.to.service", "no Service kube-system/dns", 13},
+		{"expect port required", scenario("- expect: {from: client-0, to: {service: multi}, expectation: reachable}"), "", "steps[0].expect.to.port", "one of a, b", 13},
+		{"expect port unknown", scenario("- expect: {from: client-0, to: {service: multi, port: c}, expectation: reachable}"), "", "steps[0].expect.to.port", "Unsupported value", 13},
+		{"expect nodePort on ClusterIP", scenario("- apply: {manifests: [{inline: {apiVersion: v1, kind: Service, metadata: {name: c}, spec: {ports: [{port: 1}]}}}]}", "- expect: {from: client-0, to: {service: c, address: nodePort}, expectation: reachable}"), "", "steps[1].expect.to.address", "has no node port", 14},
+		{"expect loadBalancer on NodePort", scenario("- expect: {from: client-0, to: {service: nginx-service, address: loadBalancer}, expectation: reachable}"), "", "steps[0].expect.to.address", "not LoadBalancer", 13},
+		{"expect externalIP missing", scenario("- expect: {from: client-0, to: {service: nginx-service, address: externalIP}, expectation: reachable}"), "", "steps[0].expect.to.address", "no externalIPs", 13},
+		{"expect bad address kind", scenario("- expect: {from: client-0, to: {service: nginx-service, address: podIP}, expectation: reachable}"), "", "steps[0].expect.to.address", "Unsupported value", 13},
+		{"expect node with clusterIP", scenario("- expect: {from: client-0, to: {service: nginx-service, node: node-1}, expectation: reachable}"), "", "steps[0].expect.to.node", "only a nodePort target", 13},
+		{"expect bad node", scenario("- expect: {from: client-0, to: {service: nginx-service, address: nodePort, node: node-9}, expectation: reachable}"), "", "steps[0].expect.to.node", "2 nodes", 13},
+		{"expect protocol mismatch", scenario("- expect: {from: client-0, to: {service: multi, port: b}, protocol: TCP, expectation: reachable}"), "", "steps[0].expect.protocol", "the service port is UDP", 13},
+		{"expect bad protocol", scenario("- expect: {from: client-0, to: {ipPort: '1.2.3.4:80'}, protocol: ICMP, expectation: reachable}"), "", "steps[0].expect.protocol", "Unsupported value", 13},
+		{"expect bad ipPort", scenario("- expect: {from: client-0, to: {ipPort: '1.2.3.4'}, expectation: reachable}"), "", "steps[0].expect.to.ipPort", "IPv4:port", 13},
+		{"expect both targets", scenario("- expect: {from: client-0, to: {ipPort: '1.2.3.4:80', service: multi}, expectation: reachable}"), "", "steps[0].expect.to", "not both", 13},
+		{"expect no target", scenario("- expect: {from: client-0, expectation: reachable}"), "", "steps[0].expect.to", "Required value", 13},
+		{"expect bad expectation", scenario("- expect: {from: client-0, to: {ipPort: '1.2.3.4:80'}, expectation: works}"), "", "steps[0].expect.expectation", "Unsupported value", 13},
+		{"expect count too big", scenario("- expect: {from: client-0, to: {ipPort: '1.2.3.4:80'}, expectation: reachable, count: 100001}"), "", "steps[0].expect.count", "1-100000", 13},
+		{"expect count negative", scenario("- expect: {from: client-0, to: {ipPort: '1.2.3.4:80'}, expectation: reachable, count: -1}"), "", "steps[0].expect.count", "1-100000", 13},
+		{"expect headless", scenario("- apply: {manifests: [{inline: {apiVersion: v1, kind: Service, metadata: {name: h}, spec: {clusterIP: None}}}]}", "- expect: {from: client-0, to: {service: h}, expectation: reachable}"), "", "steps[1].expect.to.service", "headless", 14},
+		{"measure bad name", scenario("- measure: {name: '9 lives'}"), "", "steps[0].measure.name", "measurement name", 13},
+		{"measure no name", scenario("- measure: {params: {a: 1}}"), "", "steps[0].measure.name", "measurement name", 13},
+		{"two documents", scenario() + "---\nkind: Scenario\n", "", "", "one document", 15},
+		{"empty file", "# nothing\n", "", "", "empty file", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseScenario("s.yaml", []byte(tc.src), "examples")
+			file := "s.yaml"
+			if tc.file != "" {
+				file = tc.file
+			}
+			requirePositioned(t, err, file, tc.line, tc.field, tc.msg)
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	s := &Scenario{Steps: []Step{
+		{Wait: &WaitStep{Synced: true}},
+		{Expect: &ExpectStep{Expectation: ExpectDistribution, To: Target{Service: "x", Address: AddressNodePort}}},
+		{Expect: &ExpectStep{Expectation: ExpectRefused, To: Target{IPPort: "1.2.3.4:5"}}},
+		{Churn: &ChurnStep{}},
+		{SetPods: &SetPodsStep{}},
+	}}
+	s.Default()
+	assert.Equal(t, 1, s.Topology.Nodes)
+	assert.Equal(t, 110, s.Topology.PodsPerNode)
+	assert.Equal(t, 1, *s.Topology.Clients)
+	assert.Equal(t, Topology{Nodes: 1, PodsPerNode: 110, Clients: s.Topology.Clients, NodeCIDR: "172.18.0.0/24", PodCIDR: "10.244.0.0/16",
+		ServiceCIDR: "10.96.0.0/12", LoadBalancerPool: "172.18.1.0/24", NodePortRange: "30000-32767"}, s.Topology)
+	assert.Equal(t, "10.244.0.0/16", s.ProxyConfig.ClusterCIDR)
+	assert.Equal(t, time.Second, s.ProxyConfig.IPVS.MinSyncPeriod.Duration)
+	assert.Equal(t, 60*time.Second, s.Steps[0].Wait.Timeout.Duration)
+	assert.Equal(t, 100, s.Steps[1].Expect.Count)
+	assert.Equal(t, "node-0", s.Steps[1].Expect.To.Node)
+	assert.Equal(t, 1, s.Steps[2].Expect.Count)
+	assert.Empty(t, s.Steps[2].Expect.To.Address, "literal targets have no address kind")
+	assert.Equal(t, ChurnTemplate{Port: 80, Protocol: "TCP", Type: "ClusterIP"}, s.Steps[3].Churn.Template)
+	assert.Equal(t, "default", s.Steps[4].SetPods.Namespace)
+
+	zero := 0
+	s = &Scenario{Topology: Topology{Clients: &zero}}
+	s.Default()
+	assert.Equal(t, 0, *s.Topology.Clients, "an explicit 0 clients stays")
+}
+
+func TestLoadResolvesRelativeToScenario(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "m")
+	require.NoError(t, os.Mkdir(sub, 0o755))
+	nginx, err := os.ReadFile("examples/nginx-nodeport.yaml")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(sub, "app.yaml"), nginx, 0o644))
+	path := filepath.Join(dir, "s.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("apiVersion: kpbench.dev/v1alpha1\nkind: Scenario\nname: rel\nmanifests: [{file: m/app.yaml}]\n"), 0o644))
+	s, err := Load(path)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(sub, "app.yaml"), s.Manifests[0].Objects[0].Source.File)
+	assert.Equal(t, dir, s.BaseDir)
+
+	_, err = Load(filepath.Join(dir, "missing.yaml"))
+	require.Error(t, err)
+}
