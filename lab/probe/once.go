@@ -104,11 +104,18 @@ func (d dialer) dial(ctx context.Context, t Target, o Options) (net.Conn, time.D
 func (d dialer) probe(ctx context.Context, t Target, o Options, m mode) Result {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout())
 	defer cancel()
-	var res Result
 	if m == modeConnect && t.Protocol != echo.TCP {
-		return res.fail(fmt.Errorf("probe %s: connect-only probes need TCP", t))
+		return Result{}.fail(fmt.Errorf("probe %s: connect-only probes need TCP", t))
 	}
 	c, connect, err := d.dial(ctx, t, o)
+	return finish(ctx, c, connect, err, t, o, m)
+}
+
+// finish completes a probe whose socket dial made (c, or err): it sends the request and
+// reads the answer (modeRequest), and closes c. This needs no namespace: the socket already
+// lives in its own. ctx carries the probe's deadline.
+func finish(ctx context.Context, c net.Conn, connect time.Duration, err error, t Target, o Options, m mode) Result {
+	var res Result
 	if err != nil {
 		return res.fail(fmt.Errorf("probe %s: connect: %w", t, err))
 	}
@@ -123,10 +130,7 @@ func (d dialer) probe(ctx context.Context, t Target, o Options, m mode) Result {
 		res.Total = connect
 		return res
 	}
-	start := time.Now()
-	if t.Protocol == echo.TCP {
-		start = start.Add(-connect)
-	}
+	start := time.Now().Add(-res.Connect)
 	stop := abortOnDone(ctx, c)
 	defer stop()
 	a, err := exchange(ctx, c, bufio.NewReaderSize(c, echo.MaxLineLength), t.Protocol, o.payload(t.Protocol))

@@ -20,7 +20,7 @@ import (
 // ErrClosed is returned by probes on a closed Prober.
 var ErrClosed = errors.New("prober closed")
 
-// DefaultWorkers is the number of probes one Prober runs at the same time by default.
+// DefaultWorkers is the number of connects one Prober runs at the same time by default.
 const DefaultWorkers = 4
 
 // Option changes how New builds a Prober.
@@ -31,8 +31,8 @@ type config struct {
 	workers int
 }
 
-// WithWorkers sets how many probes the Prober runs at the same time: the number of locked
-// threads it keeps inside its namespace. n must be at least 1.
+// WithWorkers sets how many connects the Prober runs at the same time: the number of
+// locked threads it keeps inside its namespace. n must be at least 1.
 func WithWorkers(n int) Option {
 	return func(c *config) {
 		if n >= 1 {
@@ -42,7 +42,7 @@ func WithWorkers(n int) Option {
 }
 
 // Prober sends probes from one lab host's namespace. It is safe for concurrent use: up to
-// its number of workers probes run at the same time, the others wait for a worker.
+// its number of workers probes connect at the same time, the others wait for a worker.
 type Prober struct {
 	nsPath  string
 	d       dialer
@@ -120,15 +120,17 @@ func (p *Prober) Connect(ctx context.Context, target Target, opts Options) Resul
 	return p.probe(ctx, target, opts, modeConnect)
 }
 
-// probe runs one probe on a worker.
+// probe runs one probe. Only the socket and its connect need the namespace: they run on a
+// worker, which is free again as soon as the connection is made (or has failed); the
+// request and the answer are handled on the caller's goroutine.
 func (p *Prober) probe(ctx context.Context, target Target, opts Options, m mode) Result {
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
 	defer cancel()
-	var res Result
-	if err := p.run(ctx, func() { res = p.d.probe(ctx, target, opts, m) }); err != nil {
-		return Result{}.fail(fmt.Errorf("probe %s: %w", target, err))
+	if m == modeConnect && target.Protocol != echo.TCP {
+		return Result{}.fail(fmt.Errorf("probe %s: connect-only probes need TCP", target))
 	}
-	return res
+	c, connect, err := p.dial(ctx, target, opts)
+	return finish(ctx, c, connect, err, target, opts, m)
 }
 
 // Dial connects to target and keeps the connection open for Conn.Request. Connecting is
