@@ -84,6 +84,8 @@ type Agent struct {
 	slices    map[string]*discoveryv1.EndpointSlice
 	seenRV    uint64 // newest change received
 	syncedRV  uint64 // newest change programmed by a successful sync
+	objGen    uint64 // counts object changes (Service or Slice) received
+	syncedGen uint64 // objGen as carried by the last successful sync
 	pending   []pendingTrigger
 	records   []SyncRecord
 	metrics   Metrics
@@ -136,6 +138,7 @@ func (a *Agent) Observe(c Change) {
 			a.services[key] = c.Service
 		}
 		a.metrics.ServiceChanges++
+		a.objGen++
 	case c.Slice != nil:
 		key := c.Slice.Namespace + "/" + c.Slice.Name
 		if c.Deleted {
@@ -144,6 +147,7 @@ func (a *Agent) Observe(c Change) {
 			a.slices[key] = c.Slice
 		}
 		a.metrics.EndpointChanges++
+		a.objGen++
 		if ts, ok := c.Slice.Annotations[TriggerTimeAnnotation]; ok && !c.Deleted {
 			if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
 				a.pending = append(a.pending, pendingTrigger{at: t, rv: c.ResourceVersion})
@@ -151,9 +155,10 @@ func (a *Agent) Observe(c Change) {
 		}
 	}
 	if c.Service == nil && c.Slice == nil {
-		// Nothing to program: if no change is pending, the kernel is already up to date
-		// with this version too.
-		if a.syncedRV == a.seenRV && c.ResourceVersion > a.syncedRV {
+		// Nothing to program: if no object change is pending, the kernel is already up to
+		// date with this version too. Otherwise the sync that programs the pending changes
+		// covers it (see syncOnce).
+		if a.objGen == a.syncedGen && c.ResourceVersion > a.syncedRV {
 			a.syncedRV = c.ResourceVersion
 			close(a.syncedSig)
 			a.syncedSig = make(chan struct{})
@@ -210,6 +215,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				}
 			}
 			last = a.cfg.Now()
+			a.drainChanged()
 			rec := a.syncOnce(ctx, isPeriodic)
 			dirty, isPeriodic = false, false
 			if rec.Err != nil {
@@ -217,6 +223,8 @@ func (a *Agent) Run(ctx context.Context) error {
 					return nil
 				}
 				retry.Reset(max(a.cfg.MinSyncPeriod, 100*time.Millisecond))
+			} else {
+				retry.Stop()
 			}
 			if !periodic.Stop() {
 				select {
@@ -238,13 +246,30 @@ func (a *Agent) Run(ctx context.Context) error {
 				}
 			}
 			last = a.cfg.Now()
-			req.done <- a.syncOnce(ctx, false)
+			a.drainChanged()
+			rec := a.syncOnce(ctx, false)
+			req.done <- rec
 			dirty = false
+			if rec.Err != nil {
+				retry.Reset(max(a.cfg.MinSyncPeriod, 100*time.Millisecond))
+			} else {
+				retry.Stop()
+			}
 		case <-retry.C:
 			dirty = true
 		case <-periodic.C:
 			dirty, isPeriodic = true, true
 		}
+	}
+}
+
+// drainChanged drops a pending change signal: the sync about to start carries every change
+// observed so far, so the signal would only cause an empty sync after it. A change observed
+// after the drain signals again.
+func (a *Agent) drainChanged() {
+	select {
+	case <-a.changed:
+	default:
 	}
 }
 
@@ -285,7 +310,7 @@ func (a *Agent) syncOnce(ctx context.Context, periodic bool) SyncRecord {
 	for _, s := range a.slices {
 		slices = append(slices, s)
 	}
-	rv := a.seenRV
+	rv, gen := a.seenRV, a.objGen
 	triggers := a.pending
 	a.pending = nil
 	a.mu.Unlock()
@@ -316,8 +341,11 @@ func (a *Agent) syncOnce(ctx context.Context, periodic bool) SyncRecord {
 		for _, tr := range triggers {
 			a.metrics.NetworkProgramming = append(a.metrics.NetworkProgramming, rec.End.Sub(tr.at))
 		}
-		if rv > a.syncedRV {
-			a.syncedRV = rv
+		a.syncedRV = max(a.syncedRV, rv)
+		a.syncedGen = gen
+		if a.objGen == gen {
+			// Only object-less changes arrived during the sync: they are covered too.
+			a.syncedRV = max(a.syncedRV, a.seenRV)
 		}
 		a.lastState, a.synced = state, true
 	}

@@ -67,9 +67,43 @@ func syncBuckets() []float64 {
 	return b
 }
 
-// WriteProm writes the metrics in the Prometheus text format, with a node label.
-func (m Metrics) WriteProm(w io.Writer, node string) error {
-	hist := func(name, help string, samples []time.Duration) {
+// programmingBuckets are kube-proxy's network programming latency buckets: 0.25s and 0.5s,
+// then every second to 59s, every 5s to 115s and every 30s to 5min.
+func programmingBuckets() []float64 {
+	b := []float64{0.25, 0.5}
+	for v := 1; v <= 59; v++ {
+		b = append(b, float64(v))
+	}
+	for v := 60; v <= 115; v += 5 {
+		b = append(b, float64(v))
+	}
+	for v := 120; v <= 300; v += 30 {
+		b = append(b, float64(v))
+	}
+	return b
+}
+
+// errWriter remembers the first write error, so that the exposition can be written without
+// checking every line.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}
+
+// WriteProm writes the metrics in the Prometheus text format, with a node label. It returns
+// the first write error.
+func (m Metrics) WriteProm(out io.Writer, node string) error {
+	w := &errWriter{w: out}
+	hist := func(name, help string, buckets []float64, samples []time.Duration) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
 		secs := make([]float64, len(samples))
 		sum := 0.0
@@ -78,7 +112,7 @@ func (m Metrics) WriteProm(w io.Writer, node string) error {
 			sum += secs[i]
 		}
 		sort.Float64s(secs)
-		for _, le := range syncBuckets() {
+		for _, le := range buckets {
 			n := sort.SearchFloat64s(secs, le+1e-12)
 			fmt.Fprintf(w, "%s_bucket{node=%q,le=\"%g\"} %d\n", name, node, le, n)
 		}
@@ -87,16 +121,19 @@ func (m Metrics) WriteProm(w io.Writer, node string) error {
 	counter := func(name, help string, v int) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s{node=%q} %d\n", name, help, name, name, node, v)
 	}
-	hist("kubeproxy_sync_proxy_rules_duration_seconds", "SyncProxyRules latency in seconds", m.SyncProxyRules)
-	hist("kubeproxy_sync_full_proxy_rules_duration_seconds", "SyncProxyRules latency in seconds for full resyncs", m.SyncFull)
-	hist("kubeproxy_sync_partial_proxy_rules_duration_seconds", "SyncProxyRules latency in seconds for partial resyncs", m.SyncPartial)
-	hist("kubeproxy_network_programming_duration_seconds", "In Cluster Network Programming Latency in seconds", m.NetworkProgramming)
+	hist("kubeproxy_sync_proxy_rules_duration_seconds", "SyncProxyRules latency in seconds", syncBuckets(), m.SyncProxyRules)
+	hist("kubeproxy_sync_full_proxy_rules_duration_seconds", "SyncProxyRules latency in seconds for full resyncs", syncBuckets(), m.SyncFull)
+	hist("kubeproxy_sync_partial_proxy_rules_duration_seconds", "SyncProxyRules latency in seconds for partial resyncs", syncBuckets(), m.SyncPartial)
+	hist("kubeproxy_network_programming_duration_seconds", "In Cluster Network Programming Latency in seconds", programmingBuckets(), m.NetworkProgramming)
 	counter("kubeproxy_sync_proxy_rules_endpoint_changes_total", "Cumulative proxy rules Endpoint changes", m.EndpointChanges)
 	counter("kubeproxy_sync_proxy_rules_service_changes_total", "Cumulative proxy rules Service changes", m.ServiceChanges)
 	counter("kubeproxy_sync_proxy_rules_iptables_restore_failures_total", "Cumulative proxy rules restore failures", m.RestoreFailures)
 	fmt.Fprintf(w, "# HELP kubeproxy_sync_proxy_rules_iptables_total Number of proxy rules programmed\n# TYPE kubeproxy_sync_proxy_rules_iptables_total gauge\nkubeproxy_sync_proxy_rules_iptables_total{node=%q} %d\n", node, m.LastRules)
 	if !m.LastSync.IsZero() {
-		fmt.Fprintf(w, "# TYPE kubeproxy_sync_proxy_rules_last_timestamp_seconds gauge\nkubeproxy_sync_proxy_rules_last_timestamp_seconds{node=%q} %d\n", node, m.LastSync.Unix())
+		fmt.Fprintf(w, "# HELP kubeproxy_sync_proxy_rules_last_timestamp_seconds The last time proxy rules were successfully synced\n# TYPE kubeproxy_sync_proxy_rules_last_timestamp_seconds gauge\nkubeproxy_sync_proxy_rules_last_timestamp_seconds{node=%q} %d\n", node, m.LastSync.Unix())
+	}
+	if w.err != nil {
+		return fmt.Errorf("write metrics of node %s: %w", node, w.err)
 	}
 	return nil
 }
