@@ -53,7 +53,10 @@ type Prober struct {
 }
 
 // New starts a Prober inside the network namespace at nsPath (a lab host). It refuses
-// with netns.ErrRootNamespace when nsPath is the host's root namespace (/proc/1/ns/net).
+// with netns.ErrRootNamespace when nsPath is the host's root namespace (/proc/1/ns/net, or
+// the namespace kpbench started in). Every worker is an OS thread for the Prober's life: a
+// lab with thousands of pods should make probers only for the hosts it probes from, with
+// WithWorkers(1) where one connect at a time is enough.
 func New(nsPath string, opts ...Option) (*Prober, error) {
 	cfg := config{workers: DefaultWorkers}
 	for _, o := range opts {

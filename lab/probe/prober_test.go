@@ -200,6 +200,11 @@ func TestFixedSourcePort(t *testing.T) {
 
 func TestConcurrentProbes(t *testing.T) {
 	l := newLab(t, probe.WithWorkers(4))
+	// A second prober in the same namespace, with one worker, used at the same time.
+	p2, err := probe.New(l.A.Path, probe.WithWorkers(1))
+	require.NoError(t, err)
+	defer p2.Close()
+	probers := []*probe.Prober{l.p, p2}
 	const goroutines, each = 16, 25
 	var wg sync.WaitGroup
 	results := make(chan probe.Result, goroutines*each)
@@ -208,8 +213,9 @@ func TestConcurrentProbes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			proto := []echo.Protocol{echo.TCP, echo.UDP}[g%2]
+			p := probers[g/2%2]
 			for range each {
-				results <- l.p.Request(context.Background(), l.target(l.B.Addr, echoPort, proto), probe.Options{Timeout: 5 * time.Second})
+				results <- p.Request(context.Background(), l.target(l.B.Addr, echoPort, proto), probe.Options{Timeout: 5 * time.Second})
 			}
 		}()
 	}
