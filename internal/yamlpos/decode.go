@@ -56,7 +56,17 @@ type decoder struct {
 	budget  int
 }
 
+// maxErrors bounds the errors one decode reports; past it a document is hopeless.
+const maxErrors = 100
+
 func (d *decoder) errorf(n *yaml.Node, path *field.Path, format string, args ...any) {
+	switch {
+	case len(d.errs) > maxErrors:
+		return
+	case len(d.errs) == maxErrors:
+		d.errs = append(d.errs, &Error{File: d.doc.File, Msg: fmt.Sprintf("too many errors (more than %d), giving up", maxErrors)})
+		return
+	}
 	line := 0
 	if n != nil {
 		line = n.Line

@@ -250,3 +250,14 @@ func TestAsErrors(t *testing.T) {
 	assert.Equal(t, Errors{e1, e2}, AsErrors(errors.Join(e1, e2)))
 	assert.NoError(t, Errors(nil).Err())
 }
+
+func TestDecodeErrorsAreBounded(t *testing.T) {
+	src := "ports:\n"
+	for range 500 {
+		src += "- port: x\n"
+	}
+	_, err := decodeString(t, Decoder{}, src)
+	list := AsErrors(err)
+	require.Len(t, list, maxErrors+1)
+	assert.Contains(t, list[maxErrors].Msg, "too many errors")
+}
