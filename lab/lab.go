@@ -161,7 +161,10 @@ func (l *Lab) build(ctx context.Context, parallel int) error {
 		return err
 	}
 	defer fh.Close()
-	if err := fh.addBridge(fabricBridge, netip.Prefix{}); err != nil {
+	// The fabric's own address is the nodes' default gateway: a dead end (the fabric does
+	// not forward), but a route, so that traffic to a service IP with no endpoints reaches
+	// the node's filter rules (REJECT) instead of failing route lookup, as on a real node.
+	if err := fh.addBridge(fabricBridge, netip.PrefixFrom(l.cfg.FabricGateway(), l.cfg.NodeCIDR.Bits())); err != nil {
 		return fmt.Errorf("fabric: %w", err)
 	}
 	for i := range l.cfg.Nodes {
@@ -239,7 +242,7 @@ func (l *Lab) addNode(fh *nsHandle, i int) error {
 	if err := fh.addVethInto(fmt.Sprintf("kpbn%d", i), fabricBridge, nh, false); err != nil {
 		return fmt.Errorf("node %s: %w", name, err)
 	}
-	if err := nh.setupHostIf(netip.PrefixFrom(h.IP, l.cfg.NodeCIDR.Bits()), netip.Addr{}); err != nil {
+	if err := nh.setupHostIf(netip.PrefixFrom(h.IP, l.cfg.NodeCIDR.Bits()), l.cfg.FabricGateway()); err != nil {
 		return fmt.Errorf("node %s: %w", name, err)
 	}
 	gw := h.PodCIDR.Addr().Next()

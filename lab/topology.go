@@ -25,7 +25,8 @@ type Port = echo.Port
 //
 // Addressing (defaults):
 //   - fabric (the "physical" network between nodes and clients): NodeCIDR 172.18.0.0/24;
-//     node i is .10+i, client j is .200+j; the fabric is a bridge in its own namespace.
+//     node i is .10+i, client j is .200+j; the fabric is a bridge in its own namespace,
+//     holding .1, the nodes' default gateway (it does not forward: a dead end in the lab).
 //   - pods: PodCIDR 10.244.0.0/16, node i gets the i-th /24 (a larger block, /23 or less,
 //     when PodsPerNode does not fit a /24); the node's pod bridge holds the first address,
 //     pods get the following ones.
@@ -129,6 +130,10 @@ func (c *Config) NodeIP(i int) netip.Addr { return addrAdd(c.NodeCIDR.Masked().A
 func (c *Config) ClientIP(j int) netip.Addr {
 	return addrAdd(c.NodeCIDR.Masked().Addr(), uint32(200+j))
 }
+
+// FabricGateway is the fabric's own address (.1): the nodes' default gateway, which does not
+// forward anything, so nothing leaves the lab.
+func (c *Config) FabricGateway() netip.Addr { return addrAdd(c.NodeCIDR.Masked().Addr(), 1) }
 
 // NodeName returns the name of node i ("node-0", ...).
 func NodeName(i int) string { return fmt.Sprintf("node-%d", i) }

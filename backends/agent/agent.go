@@ -80,8 +80,7 @@ type Agent struct {
 	cfg Config
 
 	mu        sync.Mutex
-	services  map[string]*corev1.Service
-	slices    map[string]*discoveryv1.EndpointSlice
+	view      *viewCache
 	seenRV    uint64 // newest change received
 	syncedRV  uint64 // newest change programmed by a successful sync
 	objGen    uint64 // counts object changes (Service or Slice) received
@@ -111,8 +110,7 @@ func New(cfg Config) *Agent {
 	}
 	return &Agent{
 		cfg:       cfg,
-		services:  map[string]*corev1.Service{},
-		slices:    map[string]*discoveryv1.EndpointSlice{},
+		view:      newViewCache(cfg.Node, cfg.View),
 		changed:   make(chan struct{}, 1),
 		requests:  make(chan syncRequest),
 		syncedSig: make(chan struct{}),
@@ -131,21 +129,11 @@ func (a *Agent) Observe(c Change) {
 	a.mu.Lock()
 	switch {
 	case c.Service != nil:
-		key := c.Service.Namespace + "/" + c.Service.Name
-		if c.Deleted {
-			delete(a.services, key)
-		} else {
-			a.services[key] = c.Service
-		}
+		a.view.setService(c.Service, c.Deleted)
 		a.metrics.ServiceChanges++
 		a.objGen++
 	case c.Slice != nil:
-		key := c.Slice.Namespace + "/" + c.Slice.Name
-		if c.Deleted {
-			delete(a.slices, key)
-		} else {
-			a.slices[key] = c.Slice
-		}
+		a.view.setSlice(c.Slice, c.Deleted)
 		a.metrics.EndpointChanges++
 		a.objGen++
 		if ts, ok := c.Slice.Annotations[TriggerTimeAnnotation]; ok && !c.Deleted {
@@ -301,15 +289,9 @@ func (a *Agent) ForceSync(ctx context.Context, full bool) (SyncRecord, error) {
 func (a *Agent) SyncNow(ctx context.Context) SyncRecord { return a.syncOnce(ctx, false) }
 
 func (a *Agent) syncOnce(ctx context.Context, periodic bool) SyncRecord {
+	rec := SyncRecord{Start: a.cfg.Now(), Periodic: periodic}
 	a.mu.Lock()
-	services := make([]*corev1.Service, 0, len(a.services))
-	for _, s := range a.services {
-		services = append(services, s)
-	}
-	slices := make([]*discoveryv1.EndpointSlice, 0, len(a.slices))
-	for _, s := range a.slices {
-		slices = append(slices, s)
-	}
+	state := a.view.state() // rebuilds only the services that changed
 	rv, gen := a.seenRV, a.objGen
 	triggers := a.pending
 	a.pending = nil
@@ -320,8 +302,7 @@ func (a *Agent) syncOnce(ctx context.Context, periodic bool) SyncRecord {
 			fs.ForceFullSync()
 		}
 	}
-	rec := SyncRecord{Start: a.cfg.Now(), ResourceVersion: rv, Periodic: periodic}
-	state := backends.BuildState(a.cfg.Node, a.cfg.View, services, slices)
+	rec.ResourceVersion = rv
 	rec.View = a.cfg.Now().Sub(rec.Start)
 	rec.Services = len(state.Services)
 	res, err := a.cfg.Backend.Sync(ctx, state)
