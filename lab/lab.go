@@ -198,6 +198,18 @@ func (l *Lab) build(ctx context.Context, parallel int) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	// Links come up together (the kernel's link watcher runs about once a second), so one
+	// wait at the end costs what a wait per pod would cost once.
+	for _, h := range l.Hosts(KindPod) {
+		if err := waitOperUp(ctx, h.NetNSPath, hostIfName); err != nil {
+			return fmt.Errorf("pod %s: %w", h.Name, err)
+		}
+	}
+	for _, h := range append(l.Hosts(KindNode), l.Hosts(KindClient)...) {
+		if err := waitOperUp(ctx, h.NetNSPath, hostIfName); err != nil {
+			return fmt.Errorf("%s %s: %w", h.Kind, h.Name, err)
+		}
+	}
 	return l.saveRecord("ready")
 }
 
@@ -323,12 +335,21 @@ func (l *Lab) AddClientRoute(ctx context.Context, prefix netip.Prefix) error {
 }
 
 // AddPod creates a pod on a node: its namespace, its veth on the node's bridge (hairpin on),
-// its address and default route, and its echo server. The pod starts Ready.
+// its address and default route, and its echo server, and returns once its link carries
+// traffic (a fresh veth drops packets until the kernel's link watcher marks it up, up to a
+// second later). The pod starts Ready.
 func (l *Lab) AddPod(ctx context.Context, spec PodSpec) (*Host, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return l.addPod(spec, true)
+	h, err := l.addPod(spec, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitOperUp(ctx, h.NetNSPath, hostIfName); err != nil {
+		return nil, fmt.Errorf("pod %s: %w", spec.Name, err)
+	}
+	return h, nil
 }
 
 func (l *Lab) addPod(spec PodSpec, record bool) (*Host, error) {

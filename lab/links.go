@@ -3,12 +3,14 @@
 package lab
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
@@ -182,4 +184,34 @@ func setSysctls(nsPath string, ctls []Sysctl) error {
 		}
 		return nil
 	})
+}
+
+// waitOperUp waits until the named link in the namespace is operationally up: until then
+// its queue discards every packet. The kernel's link watcher sets it within about a second
+// of the carrier coming up; this polls (there is no cheaper event to wait for in another
+// namespace) for at most 5 seconds.
+func waitOperUp(ctx context.Context, nsPath, link string) error {
+	h, err := openNS(nsPath)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l, err := h.LinkByName(link)
+		if err != nil {
+			return fmt.Errorf("link %s: %w", link, err)
+		}
+		if l.Attrs().OperState == netlink.OperUp {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("link %s is still %s after 5s", link, l.Attrs().OperState)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }

@@ -140,7 +140,7 @@ func noProxyReason(svc *corev1.Service) string {
 		return "type ExternalName"
 	case svc.Spec.ClusterIP == corev1.ClusterIPNone:
 		return "headless (clusterIP: None)"
-	case svc.Labels["service.kubernetes.io/headless"] != "" || hasLabel(svc, "service.kubernetes.io/headless"):
+	case hasLabel(svc, "service.kubernetes.io/headless"):
 		return "label service.kubernetes.io/headless"
 	case hasLabel(svc, "service.kubernetes.io/service-proxy-name"):
 		return "label service.kubernetes.io/service-proxy-name (another proxy's service)"
@@ -231,27 +231,19 @@ func checkPath(ctx context.Context, tb *testbed.Testbed, o Options, sp *backends
 		expected[podByIP[ep.IP]] = true
 	}
 	n := max(o.MinRequests, o.PerEndpoint*len(p.expected))
-	classes := map[probe.ErrClass]int{}
-	var firstErr error
+	tally := ProbeN(ctx, pr, target, n, o.Timeout)
+	out.Counts = tally.Pods
 	var unexpected []string
-	for range n {
-		res := pr.Request(ctx, target, probe.Options{Timeout: o.Timeout})
-		classes[res.Class]++
-		if res.Err != nil {
-			if firstErr == nil {
-				firstErr = res.Err
-			}
-			continue
-		}
-		out.Counts[res.Answer.Pod]++
-		if !expected[res.Answer.Pod] && len(unexpected) < 5 {
-			unexpected = append(unexpected, res.Answer.Pod)
+	for pod := range tally.Pods {
+		if !expected[pod] {
+			unexpected = append(unexpected, pod)
 		}
 	}
-	ok := classes[probe.OK]
+	sort.Strings(unexpected)
+	ok := tally.OK()
 	var problems []string
 	if ok < n {
-		problems = append(problems, fmt.Sprintf("%d/%d failed (%s), first: %v", n-ok, n, classSummary(classes), firstErr))
+		problems = append(problems, fmt.Sprintf("%d/%d failed (%s), first: %v", n-ok, n, tally.ClassSummary(), tally.FirstErr))
 	}
 	if len(unexpected) > 0 {
 		problems = append(problems, fmt.Sprintf("answered by pods that are not expected endpoints: %s", strings.Join(unexpected, ", ")))
@@ -301,38 +293,18 @@ func checkNoAnswer(ctx context.Context, pr *probe.Prober, target probe.Target, o
 	if p.reject {
 		want, what = probe.Refused, "refused (no endpoints)"
 	}
-	const n = 3
-	classes := map[probe.ErrClass]int{}
-	for range n {
-		timeout := o.Timeout
-		if want == probe.Timeout {
-			timeout = min(timeout, time.Second)
-		}
-		start := time.Now()
-		res := pr.Request(ctx, target, probe.Options{Timeout: timeout})
-		if res.Class == probe.OK {
-			out.Counts[res.Answer.Pod]++
-		}
-		if want == probe.Refused && res.Class == probe.Refused && time.Since(start) > 3*time.Second {
-			res.Class = probe.Timeout // e2e: "rejected within 3s", not after
-		}
-		classes[res.Class]++
+	timeout := o.Timeout
+	if want == probe.Timeout {
+		timeout = min(timeout, time.Second)
 	}
-	out.Verdict, out.Detail = Pass, fmt.Sprintf("%d/%d %s", classes[want], n, what)
-	if classes[want] != n {
+	tally := ProbeN(ctx, pr, target, 3, timeout)
+	out.Counts = tally.Pods
+	out.Verdict, out.Detail = Pass, fmt.Sprintf("%d/%d %s", tally.Classes[want], tally.N, what)
+	if tally.Classes[want] != tally.N {
 		out.Verdict = Fail
-		out.Detail = fmt.Sprintf("expected %s, got %s", what, classSummary(classes))
+		out.Detail = fmt.Sprintf("expected %s, got %s", what, tally.ClassSummary())
 	}
 	return out
-}
-
-func classSummary(classes map[probe.ErrClass]int) string {
-	var parts []string
-	for c, k := range classes {
-		parts = append(parts, fmt.Sprintf("%s=%d", c, k))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, " ")
 }
 
 func portLabel(sp *backends.ServicePort) string {
