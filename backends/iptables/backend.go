@@ -145,23 +145,40 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	res.Full, res.Rules, res.Bytes, res.ChangedServices = full, gres.Rules, gres.Bytes, gres.ChangedServices
 
 	start = time.Now()
-	if full {
+	// Legacy iptables copies the whole table on every call: ensure the jumps before the
+	// restore, while a new node's tables are still small (kube-proxy's order).
+	// iptables-nft-restore --noflush is slower into a table that already holds chains, and
+	// a single nft call is cheap at any size: there the jumps follow the restore.
+	jumpsFirst := b.opts.Flavor == FlavorLegacy
+	ensure := func() error {
 		cpu, err := b.ensureJumps(ctx)
 		res.ApplyCPU += cpu
 		if err != nil {
 			res.Apply = time.Since(start)
 			b.needFull = true
-			return res, b.errorf("ensure jumps: %w", err)
+			return b.errorf("ensure jumps: %w", err)
+		}
+		return nil
+	}
+	if full && jumpsFirst {
+		if err := ensure(); err != nil {
+			return res, err
 		}
 	}
 	out, err := b.run(ctx, b.restore, input, "-w", "--noflush", "--counters")
-	res.Apply = time.Since(start)
 	res.ApplyCPU += out.CPU
 	if err != nil {
+		res.Apply = time.Since(start)
 		b.failures++
 		b.needFull = true
 		return res, b.errorf("%w", newRestoreError(err, out.Stderr, input))
 	}
+	if full && !jumpsFirst {
+		if err := ensure(); err != nil {
+			return res, err
+		}
+	}
+	res.Apply = time.Since(start)
 	filters := staleUDPFilters(b.last, desired)
 	b.installed = gres.Active
 	b.last = snapshot(desired)
@@ -251,11 +268,9 @@ func (b *Backend) listChains(ctx context.Context, table string) ([]string, error
 	return chains, sc.Err()
 }
 
-// ensureJumps makes the built-in chains jump into kube-proxy's, as kube-proxy does before
-// the restore of a full sync (EnsureChain, then EnsureRule(Prepend, ...)): create the target
-// chain, check the jump, and insert it at the top when missing. Running before the restore
-// keeps it cheap on the first sync (legacy iptables copies the whole table per call);
-// partial syncs skip it, as kube-proxy's do.
+// ensureJumps makes the built-in chains jump into kube-proxy's, as kube-proxy does on a full
+// sync (EnsureChain, then EnsureRule(Prepend, ...)): create the target chain, check the
+// jump, and insert it at the top when missing. Partial syncs skip it, as kube-proxy's do.
 //
 // Equivalent to: `iptables -w -t $table -N $target; iptables -w -t $table -C $chain $args ||
 // iptables -w -t $table -I $chain $args`.

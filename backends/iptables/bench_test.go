@@ -105,7 +105,7 @@ func BenchmarkSyncFull(b *testing.B) {
 			var buf bytes.Buffer
 			NewGenerator(DefaultMasqueradeBit).Generate(&buf, Request{State: st, Installed: map[string]struct{}{}})
 			_, restore, _ := f.Binaries()
-			var backend, bare time.Duration
+			var backend, bare, gen, apply, applyCPU, bareCPU time.Duration
 			for b.Loop() {
 				_, p1 := testutil.NewNetNS(b)
 				be := New(Options{NodeName: "bench", NetNSPath: p1, Flavor: f, LockFile: filepath.Join(b.TempDir(), "lock")})
@@ -114,19 +114,27 @@ func BenchmarkSyncFull(b *testing.B) {
 				backend += time.Since(start)
 				require.NoError(b, err)
 				require.True(b, res.Full)
+				gen += res.Generate
+				apply += res.Apply
+				applyCPU += res.ApplyCPU
 
 				_, p2 := testutil.NewNetNS(b)
 				start = time.Now()
-				_, err = nsExecer{path: p2}.Run(context.Background(), netns.Command{
+				out, err := nsExecer{path: p2}.Run(context.Background(), netns.Command{
 					Path: restore, Args: []string{"-w", "--noflush", "--counters"}, Stdin: buf.Bytes(),
 					Env: []string{"XTABLES_LOCKFILE=" + filepath.Join(b.TempDir(), "lock")}})
 				bare += time.Since(start)
+				bareCPU += out.CPU
 				require.NoError(b, err)
 			}
 			n := float64(b.N)
 			b.ReportMetric(backend.Seconds()/n, "backend-s/op")
 			b.ReportMetric(bare.Seconds()/n, "bare-restore-s/op")
 			b.ReportMetric(backend.Seconds()/bare.Seconds(), "ratio")
+			b.ReportMetric(gen.Seconds()/n, "generate-s/op")
+			b.ReportMetric(apply.Seconds()/n, "apply-s/op")
+			b.ReportMetric(applyCPU.Seconds()/n, "apply-cpu-s/op")
+			b.ReportMetric(bareCPU.Seconds()/n, "bare-cpu-s/op")
 		})
 	}
 }
