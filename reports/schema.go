@@ -1,0 +1,267 @@
+// Package reports holds kpbench's result schema and everything drawn from it: the
+// versioned results.json, Go benchmark text (bench.txt, for benchstat), CSV, JUnit XML,
+// plots (PNG and SVG), a self-contained report.html, a terminal summary, and Compare, the
+// yes/no of CI between two runs.
+//
+// Everything is drawn from a saved *Results, so a report can be redrawn without rerunning
+// (kpbench report DIR). The schema is documented field by field in SCHEMA.md.
+package reports
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"kpbench.dev/kpbench/reports/stats"
+)
+
+// SchemaVersion names the format of results.json. It changes when a field changes meaning
+// or is removed; adding a field keeps it.
+const SchemaVersion = "kpbench.dev/results/v1"
+
+// ResultsFile is the name of the results file inside a run directory.
+const ResultsFile = "results.json"
+
+// Results is one run of a scenario: where it ran, what was measured on which backend, and
+// which expectations held. It is written as DIR/results.json.
+type Results struct {
+	// SchemaVersion is SchemaVersion for files this package writes; Load refuses others.
+	SchemaVersion string `json:"schemaVersion"`
+	// Environment describes the machine, kernel and tools the run used.
+	Environment Environment `json:"environment"`
+	// Scenario is the scenario's name (or file) that produced the run.
+	Scenario string `json:"scenario"`
+	// Started and Finished are the wall-clock bounds of the run.
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	// Runs holds the measurements, one Run per backend (and label set).
+	Runs []Run `json:"runs"`
+	// Cases holds the expectation and conformance outcomes.
+	Cases []Case `json:"cases,omitempty"`
+}
+
+// Environment records what a run's figures depend on, so that two runs can be told apart
+// and compared honestly. Every string is as the tool printed it, trimmed.
+type Environment struct {
+	// Kernel is the kernel name (uname -s), e.g. "Linux".
+	Kernel string `json:"kernel"`
+	// KernelRelease is the kernel release (uname -r), e.g. "6.18.0".
+	KernelRelease string `json:"kernelRelease"`
+	// IPTablesVersion is the first line of `iptables --version`,
+	// e.g. "iptables v1.8.9 (nf_tables)".
+	IPTablesVersion string `json:"iptablesVersion,omitempty"`
+	// NFTVersion is the first line of `nft --version`, e.g. "nftables v1.0.6 (Lester Gooch #5)".
+	NFTVersion string `json:"nftVersion,omitempty"`
+	// Cores is the number of CPUs the process may use (runtime.NumCPU).
+	Cores int `json:"cores"`
+	// MemoryBytes is MemTotal from /proc/meminfo, in bytes.
+	MemoryBytes int64 `json:"memoryBytes"`
+	// KpbenchCommit is the git commit kpbench was built from ("unknown" if not stamped).
+	KpbenchCommit string `json:"kpbenchCommit"`
+	// GoVersion is the Go toolchain kpbench was built with (runtime.Version).
+	GoVersion string `json:"goVersion"`
+	// Hostname is the machine's host name.
+	Hostname string `json:"hostname"`
+	// Accelerator tells how the kernel ran: "native" (bare metal or the host kernel),
+	// "kvm" (a hardware-accelerated VM) or "tcg" (QEMU emulation, figures not comparable
+	// with the others).
+	Accelerator string `json:"accelerator"`
+	// Date is when the environment was collected.
+	Date time.Time `json:"date"`
+}
+
+// Run is the measurements of one backend under one set of labels.
+type Run struct {
+	// Backend is the backend's name as the factory knows it: "iptables",
+	// "iptables-legacy", "nftables", "ipvs", "iptables-perrule".
+	Backend string `json:"backend"`
+	// Labels are free-form facts about the run (e.g. "services": "20000",
+	// "kernel": "6.18"). They are shown in reports, not used to match metrics.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Measurements are the measured quantities, raw samples included.
+	Measurements []Measurement `json:"measurements"`
+}
+
+// Measurement names, the values of Measurement.Name that reports know how to draw.
+const (
+	// MeasureSync is the wall time of one Backend.Sync; Params "kind" is "full" or
+	// "partial", "services" the number of Services. Unit "s".
+	MeasureSync = "sync"
+	// MeasureLookup is the connect latency to a Service; Params "position" is "first",
+	// "middle", "last" (place in the rule order) or "established" (the control: a
+	// packet of an established connection, which skips the Service rules), "services"
+	// the number of Services. Unit "s".
+	MeasureLookup = "lookup"
+	// MeasureDistribution is how many connections each endpoint received; Samples[i] is
+	// the count of endpoint i (in endpoint order), Params "expected" the expected shares
+	// ("uniform" or comma-separated weights), Extra holds chi2, df and p_value. Unit "count".
+	MeasureDistribution = "distribution"
+	// MeasureRules is the number of rules (or bytes) a full sync wrote; Params
+	// "services". Unit "count" or "bytes".
+	MeasureRules = "rules"
+	// MeasureProgrammingLatency is the time from an API change (EndpointSlice written) to
+	// the first packet that follows the new rules. Unit "s".
+	MeasureProgrammingLatency = "programming-latency"
+	// MeasureThroughput is connections (or requests) per second through a Service;
+	// Params "services". Unit "1/s".
+	MeasureThroughput = "throughput"
+	// MeasurePerRule is the time to add one rule with one command; Samples[i] is the add
+	// of the rule that found i rules already in the table (plus Params "base", the
+	// table size before the first sample, default 0). Unit "s".
+	MeasurePerRule = "perrule"
+)
+
+// Units of Measurement.Unit.
+const (
+	// UnitSeconds is wall time in seconds. Larger is worse.
+	UnitSeconds = "s"
+	// UnitCount is a number of things (rules, hits). Neither better nor worse.
+	UnitCount = "count"
+	// UnitBytes is a size in bytes. Neither better nor worse for compare.
+	UnitBytes = "bytes"
+	// UnitPerSecond is a rate per second. Smaller is worse.
+	UnitPerSecond = "1/s"
+)
+
+// Measurement is one measured quantity at one point of the parameter space, with every
+// raw sample.
+type Measurement struct {
+	// Name is what was measured: one of the Measure* constants.
+	Name string `json:"name"`
+	// Params locate the point: "services" (number of Services), "kind" (full, partial),
+	// "position" (first, middle, last, established), "expected" ... Values are strings
+	// so that they print as they were configured; "services" must be an integer.
+	Params map[string]string `json:"params,omitempty"`
+	// Unit is the unit of Samples and Summary: "s", "count", "bytes" or "1/s".
+	Unit string `json:"unit"`
+	// Samples are the raw values, in the order they were taken. Always kept.
+	Samples []float64 `json:"samples"`
+	// Summary is Summarize(Samples), stored for readers without this package; Load
+	// recomputes it when it is missing.
+	Summary stats.Summary `json:"summary"`
+	// Extra holds derived figures that are not samples, e.g. "chi2", "df", "p_value"
+	// of a distribution.
+	Extra map[string]float64 `json:"extra,omitempty"`
+}
+
+// Summarize computes the stats.Summary of samples (percentiles, mean, sample standard
+// deviation, 95% confidence interval of the mean). The type lives in reports/stats
+// because this package's Summary is the terminal table.
+func Summarize(samples []float64) stats.Summary { return stats.Summarize(samples) }
+
+// Case outcomes.
+const (
+	// CasePass means the expectation held.
+	CasePass = "pass"
+	// CaseFail means it did not; Reason and Evidence say why.
+	CaseFail = "fail"
+	// CaseSkip means it was not checked (unsupported by the backend, missing tool...).
+	CaseSkip = "skip"
+)
+
+// Case is the outcome of one expectation or conformance check on one backend.
+type Case struct {
+	// Name is an e2e-style test name, e.g.
+	// "[sig-network] Services should serve a basic endpoint from pods".
+	Name string `json:"name"`
+	// Backend is the backend the case ran against.
+	Backend string `json:"backend"`
+	// Result is "pass", "fail" or "skip".
+	Result string `json:"result"`
+	// Reason is a one-line why for fail and skip.
+	Reason string `json:"reason,omitempty"`
+	// Evidence is what was observed (answers, counts, rule excerpts), possibly multi-line.
+	Evidence string `json:"evidence,omitempty"`
+	// Duration is how long the case took (JSON: nanoseconds).
+	Duration time.Duration `json:"duration"`
+}
+
+// Load reads results from a file, or from DIR/results.json when pathOrDir is a directory.
+// It refuses files of another schema version and fills in missing summaries.
+func Load(pathOrDir string) (*Results, error) {
+	path := pathOrDir
+	if fi, err := os.Stat(pathOrDir); err == nil && fi.IsDir() {
+		path = filepath.Join(pathOrDir, ResultsFile)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load results: %w", err)
+	}
+	var r Results
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("load results %s: %w", path, err)
+	}
+	if r.SchemaVersion != SchemaVersion {
+		return nil, fmt.Errorf("load results %s: schema %q, this kpbench reads %q", path, r.SchemaVersion, SchemaVersion)
+	}
+	for i := range r.Runs {
+		for j := range r.Runs[i].Measurements {
+			m := &r.Runs[i].Measurements[j]
+			if m.Summary.N != len(m.Samples) {
+				m.Summary = Summarize(m.Samples)
+			}
+		}
+	}
+	return &r, nil
+}
+
+// Write writes r as dir/results.json (indented), creating dir if needed. It sets
+// SchemaVersion when empty and refuses another.
+func (r *Results) Write(dir string) error {
+	if r.SchemaVersion == "" {
+		r.SchemaVersion = SchemaVersion
+	}
+	if r.SchemaVersion != SchemaVersion {
+		return fmt.Errorf("write results: schema %q, this kpbench writes %q", r.SchemaVersion, SchemaVersion)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	return writeFile(filepath.Join(dir, ResultsFile), data)
+}
+
+// Add appends a measurement to the run of backend (creating the run), computing its
+// Summary from samples. It is the convenient way for measurements to fill Results.
+func (r *Results) Add(backend string, m Measurement) {
+	m.Summary = Summarize(m.Samples)
+	for i := range r.Runs {
+		if r.Runs[i].Backend == backend {
+			r.Runs[i].Measurements = append(r.Runs[i].Measurements, m)
+			return
+		}
+	}
+	r.Runs = append(r.Runs, Run{Backend: backend, Measurements: []Measurement{m}})
+}
+
+// writeFile writes data to path through a temporary file and a rename, so that a reader
+// never sees half a file.
+func writeFile(path string, data []byte) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
