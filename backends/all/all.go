@@ -78,3 +78,7 @@ func Valid(name string) bool {
 	_, ok := registry()[name]
 	return ok
 }
+
+// Available returns the backends that can run on this machine's kernel, sorted. (All of
+// today's; IPVS joins when its capability probe says so.)
+func Available() []string { return Names() }

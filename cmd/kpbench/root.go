@@ -81,7 +81,7 @@ and measures them with real traffic.`,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 	}
-	root.AddCommand(newLabCmd(), newCheckCmd(), newVersionCmd())
+	root.AddCommand(newLabCmd(), newCheckCmd(), newRunCmd(), newVersionCmd())
 	return root
 }
 

@@ -1,0 +1,230 @@
+//go:build linux
+
+// Package measure holds the bench's named measurements. Each takes a running testbed and
+// returns measurements with raw samples (summaries are derived by the reports package):
+//
+//   - sync: full and partial sync wall time, with generate/apply split, tool CPU time,
+//     bytes and rules written;
+//   - lookup: first-packet (TCP connect) latency to services at the first, middle and last
+//     position of the rule order, with established-connection latency as the control;
+//   - distribution: new connections to one service, counted per endpoint, with a
+//     chi-square goodness-of-fit test against the expected shares;
+//   - rules: rules or objects in the kernel after a sync, and kernel slab memory;
+//   - programming-latency: from a change's trigger time to the end of the sync that
+//     carried it, as kube-proxy measures it.
+package measure
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"time"
+
+	"kpbench.dev/kpbench/backends/agent"
+	"kpbench.dev/kpbench/lab"
+	"kpbench.dev/kpbench/lab/probe"
+	"kpbench.dev/kpbench/reports"
+	"kpbench.dev/kpbench/reports/stats"
+	"kpbench.dev/kpbench/scenarios/testbed"
+)
+
+// Measurement is one named series of raw samples with its parameters.
+type Measurement = reports.Measurement
+
+func params(kv ...string) map[string]string {
+	m := make(map[string]string, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+func seconds(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = d.Seconds()
+	}
+	return out
+}
+
+// Sync times `repeats` syncs of node 0's agent, full or partial. A partial sync is made
+// by changing one service (change is called before each repeat and must change exactly one
+// service); a full sync rewrites everything on the current state.
+func Sync(ctx context.Context, tb *testbed.Testbed, full bool, repeats int, change func(ctx context.Context, i int) error, extra map[string]string) ([]Measurement, error) {
+	ag := tb.Agents[0]
+	var total, gen, apply, cpu []time.Duration
+	var bytes, rules, changed []float64
+	for i := range repeats {
+		var rec agent.SyncRecord
+		if full {
+			r, err := ag.ForceSync(ctx, true)
+			if err != nil {
+				return nil, err
+			}
+			rec = r
+		} else {
+			before := len(ag.Records())
+			if err := change(ctx, i); err != nil {
+				return nil, err
+			}
+			if err := tb.WaitSynced(ctx); err != nil {
+				return nil, err
+			}
+			recs := ag.Records()[before:]
+			if len(recs) == 0 {
+				return nil, fmt.Errorf("sync: the change made no sync")
+			}
+			rec = recs[0]
+			if rec.Err != nil {
+				return nil, rec.Err
+			}
+		}
+		total = append(total, rec.Duration())
+		gen = append(gen, rec.Result.Generate+rec.View)
+		apply = append(apply, rec.Result.Apply)
+		cpu = append(cpu, rec.Result.ApplyCPU)
+		bytes = append(bytes, float64(rec.Result.Bytes))
+		rules = append(rules, float64(rec.Result.Rules))
+		changed = append(changed, float64(rec.Result.ChangedServices))
+	}
+	kind := "partial"
+	if full {
+		kind = "full"
+	}
+	mk := func(name, unit string, samples []float64) Measurement {
+		p := params("kind", kind)
+		for k, v := range extra {
+			p[k] = v
+		}
+		return Measurement{Name: name, Params: p, Unit: unit, Samples: samples}
+	}
+	return []Measurement{
+		mk("sync", "s", seconds(total)),
+		mk("sync-generate", "s", seconds(gen)),
+		mk("sync-apply", "s", seconds(apply)),
+		mk("sync-apply-cpu", "s", seconds(cpu)),
+		mk("sync-bytes", "bytes", bytes),
+		mk("sync-rules", "count", rules),
+		mk("sync-changed-services", "count", changed),
+	}, nil
+}
+
+// Lookup measures first-packet cost: `samples` TCP connects from host to each target
+// (position name → address), interleaved so drift hits every position alike, then the
+// request latency over one established connection to the last target as the control
+// (established flows skip the rule walk).
+func Lookup(ctx context.Context, tb *testbed.Testbed, from string, targets map[string]netip.AddrPort, samples int, extra map[string]string) ([]Measurement, error) {
+	pr, err := tb.Lab.Prober(from)
+	if err != nil {
+		return nil, err
+	}
+	positions := make([]string, 0, len(targets))
+	for p := range targets {
+		positions = append(positions, p)
+	}
+	slices.Sort(positions)
+	connect := map[string][]float64{}
+	var failures int
+	for range samples {
+		for _, pos := range positions {
+			res := pr.Connect(ctx, probe.Target{Addr: targets[pos], Protocol: lab.TCP}, probe.Options{Timeout: 2 * time.Second})
+			if res.Err != nil {
+				failures++
+				if failures > samples/10+3 {
+					return nil, fmt.Errorf("lookup: connect to %s (%s) from %s: %w", targets[pos], pos, from, res.Err)
+				}
+				continue
+			}
+			connect[pos] = append(connect[pos], res.Connect.Seconds())
+		}
+	}
+	var out []Measurement
+	for _, pos := range positions {
+		p := params("position", pos, "kind", "connect")
+		for k, v := range extra {
+			p[k] = v
+		}
+		out = append(out, Measurement{Name: "lookup", Params: p, Unit: "s", Samples: connect[pos]})
+	}
+	last := targets[positions[len(positions)-1]]
+	conn, err := pr.Dial(ctx, probe.Target{Addr: last, Protocol: lab.TCP}, probe.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("lookup: established control to %s: %w", last, err)
+	}
+	defer conn.Close()
+	var est []float64
+	for range samples {
+		res := conn.Request(ctx)
+		if res.Err != nil {
+			return nil, fmt.Errorf("lookup: request over established connection: %w", res.Err)
+		}
+		est = append(est, res.Total.Seconds())
+	}
+	p := params("position", "established", "kind", "established")
+	for k, v := range extra {
+		p[k] = v
+	}
+	return append(out, Measurement{Name: "lookup", Params: p, Unit: "s", Samples: est}), nil
+}
+
+// Distribution opens n new connections from host to target and counts the answering pods
+// among the expected ones; the measurement's samples are the counts per endpoint (in the
+// order of expected), with the chi-square statistic, degrees of freedom and p-value
+// against shares (uniform when nil) in Extra.
+func Distribution(ctx context.Context, tb *testbed.Testbed, from string, target netip.AddrPort, proto lab.Protocol, expected []string, shares []float64, n int, extra map[string]string) (Measurement, error) {
+	pr, err := tb.Lab.Prober(from)
+	if err != nil {
+		return Measurement{}, err
+	}
+	index := map[string]int{}
+	for i, pod := range expected {
+		index[pod] = i
+	}
+	counts := make([]int, len(expected))
+	var failed, strays int
+	for range n {
+		res := pr.Request(ctx, probe.Target{Addr: target, Protocol: proto}, probe.Options{Timeout: 2 * time.Second})
+		if res.Err != nil {
+			failed++
+			continue
+		}
+		i, ok := index[res.Answer.Pod]
+		if !ok {
+			strays++
+			continue
+		}
+		counts[i]++
+	}
+	if shares == nil {
+		shares = stats.Uniform(len(expected))
+	}
+	m := Measurement{Name: "distribution", Params: params("endpoints", strconv.Itoa(len(expected))), Unit: "count", Extra: map[string]float64{
+		"failed": float64(failed), "unexpected": float64(strays), "connections": float64(n),
+	}}
+	for k, v := range extra {
+		m.Params[k] = v
+	}
+	for i, c := range counts {
+		m.Samples = append(m.Samples, float64(c))
+		m.Extra["share_"+strconv.Itoa(i)] = shares[i]
+	}
+	if chi2, df, p, err := stats.ChiSquareGOF(counts, shares); err == nil {
+		m.Extra["chi2"], m.Extra["df"], m.Extra["p_value"] = chi2, float64(df), p
+	}
+	return m, nil
+}
+
+// ProgrammingLatency returns every node's network programming latencies so far.
+func ProgrammingLatency(tb *testbed.Testbed, extra map[string]string) Measurement {
+	var all []time.Duration
+	for _, ag := range tb.Agents {
+		all = append(all, ag.Metrics().NetworkProgramming...)
+	}
+	p := params()
+	for k, v := range extra {
+		p[k] = v
+	}
+	return Measurement{Name: "programming-latency", Params: p, Unit: "s", Samples: seconds(all)}
+}

@@ -1,0 +1,384 @@
+//go:build linux
+
+package scenarios
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"kpbench.dev/kpbench/backends/all"
+	"kpbench.dev/kpbench/lab/cluster"
+	"kpbench.dev/kpbench/lab/manifest"
+	"kpbench.dev/kpbench/reports"
+	"kpbench.dev/kpbench/scenarios/measure"
+	"kpbench.dev/kpbench/scenarios/synth"
+	"kpbench.dev/kpbench/scenarios/testbed"
+)
+
+// RunOptions say how to run a scenario.
+type RunOptions struct {
+	// Backends to run the scenario on, one after the other, each on a fresh lab. Empty:
+	// the backend of the scenario's proxy mode.
+	Backends []string
+	// Progress receives one line per step (nil: discarded).
+	Progress io.Writer
+	// Labels are added to every run (e.g. kernel=6.1.0-57, accel=tcg from the VM runner).
+	Labels map[string]string
+}
+
+// ModeBackend maps a KubeProxyConfiguration mode to the backend that implements it.
+func ModeBackend(mode string) string {
+	switch mode {
+	case "", ModeIPTables:
+		return "iptables"
+	default:
+		return mode
+	}
+}
+
+// Run executes the scenario on every backend and returns the results: raw measurements per
+// backend, and one case per expectation (and per failed step). The returned error is for
+// the bench failing (a lab that cannot be built, a backend that cannot sync); a failed
+// expectation is a failed case, not an error.
+func Run(ctx context.Context, sc *Scenario, o RunOptions) (*reports.Results, error) {
+	if len(o.Backends) == 0 {
+		o.Backends = []string{ModeBackend(sc.ProxyConfig.Mode)}
+	}
+	for _, b := range o.Backends {
+		if !all.Valid(b) {
+			return nil, fmt.Errorf("backend %q: allowed values are %s", b, strings.Join(all.Names(), ", "))
+		}
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	res := &reports.Results{
+		SchemaVersion: reports.SchemaVersion, Environment: reports.CollectEnvironment(ctx),
+		Scenario: sc.Name, Started: time.Now(),
+	}
+	var errs []error
+	for _, b := range o.Backends {
+		r := &backendRun{sc: sc, backend: b, opts: o, res: res}
+		if err := r.run(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", b, err))
+			res.Cases = append(res.Cases, reports.Case{Name: sc.Name, Backend: b, Result: reports.CaseFail, Reason: err.Error()})
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	res.Finished = time.Now()
+	return res, errors.Join(errs...)
+}
+
+// Failed reports whether any case failed.
+func Failed(res *reports.Results) bool {
+	for _, c := range res.Cases {
+		if c.Result == reports.CaseFail {
+			return true
+		}
+	}
+	return false
+}
+
+// backendRun is one scenario on one backend.
+type backendRun struct {
+	sc      *Scenario
+	backend string
+	opts    RunOptions
+	res     *reports.Results
+	tb      *testbed.Testbed
+
+	synthPods  []synth.Backend // shared endpoints of synthetic services
+	synthCount int             // synthetic services [0, synthCount) exist
+	synthGen   map[int]int     // generation of each synthetic service's slice
+	template   synth.Template
+	churnNext  int // next service to update in an update churn
+	slab0      int64
+}
+
+func (r *backendRun) logf(format string, args ...any) {
+	fmt.Fprintf(r.opts.Progress, "[%s %s] %s\n", time.Now().Format("15:04:05"), r.backend, fmt.Sprintf(format, args...))
+}
+
+func (r *backendRun) run(ctx context.Context) (err error) {
+	opts, err := r.testbedOptions()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	r.logf("building lab: %d nodes, %d clients", opts.Lab.Nodes, opts.Lab.Clients)
+	r.tb, err = testbed.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, r.tb.Stop(context.WithoutCancel(ctx))) }()
+	r.slab0, _ = measure.Slab()
+	var objs []runtime.Object
+	for _, m := range r.sc.Manifests {
+		objs = append(objs, objects(m.Objects)...)
+	}
+	if len(objs) > 0 {
+		if err := r.tb.Apply(ctx, objs...); err != nil {
+			return fmt.Errorf("apply manifests: %w", err)
+		}
+	}
+	if err := r.tb.WaitSynced(ctx); err != nil {
+		return err
+	}
+	r.logf("lab up and synced in %.1fs", time.Since(start).Seconds())
+	for i := range r.sc.Steps {
+		st := &r.sc.Steps[i]
+		name := st.Name
+		if name == "" {
+			name = fmt.Sprintf("step %d (%s)", i+1, st.Action())
+		}
+		t0 := time.Now()
+		serr := r.step(ctx, st, name)
+		r.logf("%d/%d %s: %.2fs%s", i+1, len(r.sc.Steps), name, time.Since(t0).Seconds(), errSuffix(serr))
+		if serr != nil {
+			if st.Expect == nil { // expectations recorded their own case
+				r.res.Cases = append(r.res.Cases, reports.Case{Name: name, Backend: r.backend, Result: reports.CaseFail, Reason: serr.Error(), Duration: time.Since(t0)})
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if !st.ContinueOnFailure {
+				return fmt.Errorf("%s: %w", name, serr)
+			}
+		}
+	}
+	return nil
+}
+
+func errSuffix(err error) string {
+	if err == nil {
+		return ""
+	}
+	return " FAILED: " + err.Error()
+}
+
+func objects(objs []manifest.Object) []runtime.Object {
+	out := make([]runtime.Object, len(objs))
+	for i, o := range objs {
+		out[i] = o.Object
+	}
+	return out
+}
+
+func (r *backendRun) testbedOptions() (testbed.Options, error) {
+	t := r.sc.Topology
+	pc := r.sc.ProxyConfig
+	o := testbed.Options{Backend: r.backend, ProbePods: true}
+	o.Lab.Name = "run" + randomHex(5)
+	o.Lab.Nodes = t.Nodes
+	if t.Clients != nil {
+		o.Lab.Clients = *t.Clients
+	}
+	var err error
+	parse := func(s string, into *netip.Prefix) {
+		if s != "" && err == nil {
+			*into, err = netip.ParsePrefix(s)
+		}
+	}
+	parse(t.NodeCIDR, &o.Lab.NodeCIDR)
+	parse(t.PodCIDR, &o.Lab.PodCIDR)
+	parse(t.ServiceCIDR, &o.ServiceCIDR)
+	parse(t.LoadBalancerPool, &o.LoadBalancerPool)
+	parse(pc.ClusterCIDR, &o.View.ClusterCIDR)
+	if err != nil {
+		return o, err
+	}
+	if t.NodePortRange != "" {
+		pr, err := manifest.ParsePortRange(t.NodePortRange)
+		if err != nil {
+			return o, err
+		}
+		o.NodePortMin, o.NodePortMax = int32(pr.Min), int32(pr.Max)
+	}
+	o.View.MasqueradeAll = pc.IPTables.MasqueradeAll
+	if pc.IPTables.MasqueradeBit != nil {
+		o.Settings.MasqueradeBit = int(*pc.IPTables.MasqueradeBit)
+	}
+	o.Settings.Scheduler = pc.IPVS.Scheduler
+	minSync, sync := pc.IPTables.MinSyncPeriod, pc.IPTables.SyncPeriod
+	switch r.backend {
+	case "nftables":
+		minSync, sync = pc.NFTables.MinSyncPeriod, pc.NFTables.SyncPeriod
+	case "ipvs":
+		minSync, sync = pc.IPVS.MinSyncPeriod, pc.IPVS.SyncPeriod
+	}
+	if minSync != nil {
+		o.MinSyncPeriod = minSync.Duration
+	}
+	if sync != nil {
+		o.SyncPeriod = sync.Duration
+	}
+	return o, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, (n+1)/2)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)[:n]
+}
+
+// step runs one step.
+func (r *backendRun) step(ctx context.Context, st *Step, name string) error {
+	switch {
+	case st.Apply != nil:
+		var objs []runtime.Object
+		for _, m := range st.Apply.Manifests {
+			objs = append(objs, objects(m.Objects)...)
+		}
+		return r.tb.Apply(ctx, objs...)
+	case st.Delete != nil:
+		return r.delete(ctx, st.Delete)
+	case st.Scale != nil:
+		ns, n := splitName(st.Scale.Deployment)
+		return r.tb.Cluster.ScaleDeployment(ns, n, *st.Scale.Replicas)
+	case st.SetPods != nil:
+		return r.setPods(st.SetPods)
+	case st.Churn != nil:
+		return r.churn(ctx, st.Churn)
+	case st.Wait != nil:
+		timeout := 60 * time.Second
+		if st.Wait.Timeout != nil {
+			timeout = st.Wait.Timeout.Duration
+		}
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return r.tb.WaitSynced(wctx)
+	case st.Expect != nil:
+		return r.expect(ctx, st.Expect, name)
+	case st.Measure != nil:
+		return r.measure(ctx, st.Measure)
+	}
+	return fmt.Errorf("step has no action")
+}
+
+
+func (r *backendRun) delete(ctx context.Context, d *DeleteStep) error {
+	if d.Kind != "" {
+		ns := d.Namespace
+		if ns == "" {
+			ns = "default"
+		}
+		return r.tb.Cluster.Delete(ctx, cluster.Kind(d.Kind), ns, d.Name)
+	}
+	for _, m := range d.Manifests {
+		for _, o := range m.Objects {
+			k := o.Key()
+			if err := r.tb.Cluster.Delete(ctx, cluster.Kind(k.Kind), k.Namespace, k.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (r *backendRun) setPods(s *SetPodsStep) error {
+	ns := s.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	names := map[string]bool{}
+	for _, n := range s.Names {
+		pod, err := r.resolvePod(ns, n)
+		if err != nil {
+			return err
+		}
+		names[pod] = true
+	}
+	matched := 0
+	for _, p := range r.tb.Cluster.Pods() {
+		if p.Namespace != ns {
+			continue
+		}
+		if len(s.Selector) > 0 && !labelsMatch(p.Labels, s.Selector) {
+			continue
+		}
+		if len(s.Names) > 0 && !names[p.Name] {
+			continue
+		}
+		h, _ := r.tb.Lab.Host(testbed.HostName(p.Namespace, p.Name))
+		ready, terminating := h.Ready, h.Terminating
+		if s.Ready != nil {
+			ready = *s.Ready
+		}
+		if s.Terminating != nil {
+			terminating = *s.Terminating
+		}
+		if err := r.tb.SetPodReady(p.Namespace, p.Name, ready, terminating); err != nil {
+			return err
+		}
+		matched++
+	}
+	if matched == 0 {
+		return fmt.Errorf("setPods: no pod in namespace %s matches", ns)
+	}
+	return nil
+}
+
+func labelsMatch(labels, sel map[string]string) bool {
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// resolvePod finds a pod by its name, or by "<deployment>-<ordinal>": the ordinal-th pod
+// of a Deployment in creation order (Deployment pods have generated names).
+func (r *backendRun) resolvePod(ns, name string) (string, error) {
+	pods := r.tb.Cluster.Pods()
+	for _, p := range pods {
+		if p.Namespace == ns && p.Name == name {
+			return p.Name, nil
+		}
+	}
+	if i := strings.LastIndexByte(name, '-'); i > 0 {
+		if ord, err := strconv.Atoi(name[i+1:]); err == nil {
+			deploy := name[:i]
+			var owned []string
+			for _, p := range pods {
+				if p.Namespace == ns && strings.HasPrefix(p.Name, deploy+"-") && p.Labels["pod-template-hash"] != "" &&
+					strings.Count(p.Name[len(deploy)+1:], "-") == 1 {
+					owned = append(owned, p.Name)
+				}
+			}
+			sortByCreation(pods, owned)
+			if ord < len(owned) {
+				return owned[ord], nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no pod %s/%s (Deployment pods are addressed as <deployment>-<ordinal>)", ns, name)
+}
+
+// sortByCreation orders pod names by their pods' creation time (then name).
+func sortByCreation(pods []*corev1.Pod, names []string) {
+	created := map[string]time.Time{}
+	for _, p := range pods {
+		created[p.Name] = p.CreationTimestamp.Time
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if c := created[a].Compare(created[b]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+}

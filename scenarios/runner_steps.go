@@ -1,0 +1,488 @@
+//go:build linux
+
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/lab"
+	"kpbench.dev/kpbench/lab/cluster"
+	"kpbench.dev/kpbench/lab/probe"
+	"kpbench.dev/kpbench/reports"
+	"kpbench.dev/kpbench/reports/stats"
+	"kpbench.dev/kpbench/scenarios/check"
+	"kpbench.dev/kpbench/scenarios/measure"
+	"kpbench.dev/kpbench/scenarios/synth"
+	"kpbench.dev/kpbench/scenarios/testbed"
+)
+
+// synthPodsTotal is how many lab pods back the synthetic services (enough for the
+// 10-endpoint distribution service).
+const synthPodsTotal = 10
+
+// ensureSynthPods creates the lab pods that synthetic services point at, spread over nodes.
+func (r *backendRun) ensureSynthPods(ctx context.Context) error {
+	if r.synthPods != nil {
+		return nil
+	}
+	nodes := r.tb.Lab.Hosts(lab.KindNode)
+	for i := range synthPodsTotal {
+		node := nodes[i%len(nodes)]
+		h, err := r.tb.Lab.AddPod(ctx, lab.PodSpec{Name: fmt.Sprintf("synth-%d", i), Node: node.Name})
+		if err != nil {
+			return err
+		}
+		r.synthPods = append(r.synthPods, synth.Backend{IP: h.IP, Node: node.Name})
+	}
+	r.synthGen = map[int]int{}
+	return nil
+}
+
+func (r *backendRun) churn(ctx context.Context, c *ChurnStep) error {
+	if err := r.ensureSynthPods(ctx); err != nil {
+		return err
+	}
+	t := synth.Template{Port: c.Template.Port, Protocol: corev1.Protocol(c.Template.Protocol), Type: corev1.ServiceType(c.Template.Type), EndpointsPerService: c.EndpointsPerService}
+	if t.EndpointsPerService > len(r.synthPods) {
+		return fmt.Errorf("churn: %d endpoints per service, but the synthetic services share %d pods", t.EndpointsPerService, len(r.synthPods))
+	}
+	r.template = t
+	// changes returns the objects of change k of this step.
+	var total int
+	var change func(k int) ([]runtime.Object, error)
+	var deleteK func(ctx context.Context, k int) error
+	switch c.Pattern {
+	case "add":
+		first := r.synthCount
+		total = c.Services
+		change = func(k int) ([]runtime.Object, error) {
+			return synth.Services(first+k, first+k+1, t, r.synthPods)
+		}
+	case "update":
+		if r.synthCount == 0 {
+			return fmt.Errorf("churn update: no synthetic services yet (add some first)")
+		}
+		change = func(int) ([]runtime.Object, error) {
+			i := r.churnNext % min(r.synthCount, c.Services)
+			r.churnNext++
+			r.synthGen[i]++
+			return []runtime.Object{synth.Slice(i, r.synthGen[i], t, r.synthPods)}, nil
+		}
+		total = -1 // bounded by Duration
+	case "delete":
+		total = min(c.Services, r.synthCount)
+		deleteK = func(ctx context.Context, k int) error {
+			i := r.synthCount - 1
+			if err := r.tb.Cluster.Delete(ctx, cluster.KindEndpointSlice, synth.Namespace, synth.Name(i)+"-synth"); err != nil {
+				return err
+			}
+			if err := r.tb.Cluster.Delete(ctx, cluster.KindService, synth.Namespace, synth.Name(i)); err != nil {
+				return err
+			}
+			r.synthCount--
+			return nil
+		}
+	default:
+		return fmt.Errorf("churn: unknown pattern %q", c.Pattern)
+	}
+	apply := func(ctx context.Context, k, n int) error {
+		if deleteK != nil {
+			for j := range n {
+				if err := deleteK(ctx, k+j); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		var objs []runtime.Object
+		for j := range n {
+			o, err := change(k + j)
+			if err != nil {
+				return err
+			}
+			objs = append(objs, o...)
+		}
+		if err := r.tb.Apply(ctx, objs...); err != nil {
+			return err
+		}
+		if c.Pattern == "add" {
+			r.synthCount += n
+		}
+		return nil
+	}
+	if c.AllAtOnce {
+		if total < 0 {
+			total = c.Services
+		}
+		return apply(ctx, 0, total)
+	}
+	// At a rate: batches every 100 ms, for Duration (update) or until total changes.
+	deadline := time.Time{}
+	if c.Duration != nil {
+		deadline = time.Now().Add(c.Duration.Duration)
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	start, done := time.Now(), 0
+	for {
+		if total >= 0 && done >= total {
+			return nil
+		}
+		if !deadline.IsZero() && time.Now().After(deadline) {
+			return nil
+		}
+		due := int(c.Rate*time.Since(start).Seconds()) - done
+		if total >= 0 {
+			due = min(due, total-done)
+		}
+		if due > 0 {
+			if err := apply(ctx, done, due); err != nil {
+				return err
+			}
+			done += due
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// resolveHost turns "client-0", "node-1", "pod:NAME" or "pod:NS/NAME" into a lab host.
+func (r *backendRun) resolveHost(from string) (lab.Host, error) {
+	if rest, ok := strings.CutPrefix(from, "pod:"); ok {
+		ns, name := splitName(rest)
+		pod, err := r.resolvePod(ns, name)
+		if err != nil {
+			return lab.Host{}, err
+		}
+		from = testbed.HostName(ns, pod)
+	}
+	h, ok := r.tb.Lab.Host(from)
+	if !ok {
+		return lab.Host{}, fmt.Errorf("no host %q in the lab", from)
+	}
+	return h, nil
+}
+
+// resolveTarget returns the address of a target and the service port behind it (nil for
+// a literal address).
+func (r *backendRun) resolveTarget(t Target) (netip.AddrPort, *backends.ServicePort, error) {
+	if t.IPPort != "" {
+		ap, err := netip.ParseAddrPort(t.IPPort)
+		return ap, nil, err
+	}
+	ns, name := splitName(t.Service)
+	view := backends.BuildState(backends.NodeView{}, backends.ViewOptions{}, r.tb.Cluster.Services(), r.tb.Cluster.EndpointSlices())
+	var sp *backends.ServicePort
+	for _, p := range view.Services {
+		if p.Name.Namespace == ns && p.Name.Name == name && (t.Port == "" || p.Name.Port == t.Port) {
+			sp = p
+			break
+		}
+	}
+	if sp == nil {
+		return netip.AddrPort{}, nil, fmt.Errorf("no proxied service port %s/%s %s (headless and ExternalName Services have none)", ns, name, t.Port)
+	}
+	switch t.Address {
+	case "", AddressClusterIP:
+		return netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port)), sp, nil
+	case AddressNodePort:
+		if sp.NodePort == 0 {
+			return netip.AddrPort{}, sp, fmt.Errorf("service %s/%s has no node port", ns, name)
+		}
+		node := t.Node
+		if node == "" {
+			node = lab.NodeName(0)
+		}
+		h, ok := r.tb.Lab.Host(node)
+		if !ok {
+			return netip.AddrPort{}, sp, fmt.Errorf("no node %q", node)
+		}
+		return netip.AddrPortFrom(h.IP, uint16(sp.NodePort)), sp, nil
+	case AddressLoadBalancer, AddressExternalIP:
+		ips := sp.LoadBalancerIPs
+		if t.Address == AddressExternalIP {
+			ips = sp.ExternalIPs
+		}
+		if len(ips) == 0 {
+			return netip.AddrPort{}, sp, fmt.Errorf("service %s/%s has no %s address", ns, name, t.Address)
+		}
+		return netip.AddrPortFrom(ips[0], uint16(sp.Port)), sp, nil
+	}
+	return netip.AddrPort{}, sp, fmt.Errorf("unknown address kind %q", t.Address)
+}
+
+// expect probes and judges; it records a case either way.
+func (r *backendRun) expect(ctx context.Context, e *ExpectStep, name string) error {
+	start := time.Now()
+	record := func(err error, evidence string) error {
+		c := reports.Case{Name: name, Backend: r.backend, Result: reports.CasePass, Evidence: evidence, Duration: time.Since(start)}
+		if err != nil {
+			c.Result, c.Reason = reports.CaseFail, err.Error()
+		}
+		r.res.Cases = append(r.res.Cases, c)
+		return err
+	}
+	timeout := 30 * time.Second
+	if e.Timeout != nil {
+		timeout = e.Timeout.Duration
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	from, err := r.resolveHost(e.From)
+	if err != nil {
+		return record(err, "")
+	}
+	addr, sp, err := r.resolveTarget(e.To)
+	if err != nil {
+		return record(err, "")
+	}
+	if e.To.Address == AddressLoadBalancer || e.To.Address == AddressExternalIP {
+		if err := r.tb.Lab.AddClientRoute(ctx, netip.PrefixFrom(addr.Addr(), 32)); err != nil {
+			return record(err, "")
+		}
+	}
+	proto := lab.Protocol(strings.ToUpper(e.Protocol))
+	if proto == "" {
+		proto = lab.TCP
+		if sp != nil {
+			proto = lab.Protocol(sp.Protocol())
+		}
+	}
+	pr, err := r.tb.Lab.Prober(from.Name)
+	if err != nil {
+		return record(err, "")
+	}
+	count := e.Count
+	if count == 0 {
+		count = 1
+	}
+	probeTimeout := 2 * time.Second
+	if e.Expectation == ExpectDropped {
+		probeTimeout = time.Second
+	}
+	tally := check.ProbeN(ctx, pr, probe.Target{Addr: addr, Protocol: proto}, count, probeTimeout)
+	evidence := fmt.Sprintf("%s → %s/%s: %d probes: %s; answers %v", from.Name, addr, proto, tally.N, tally.ClassSummary(), tally.Pods)
+	if tally.N < count {
+		return record(fmt.Errorf("only %d of %d probes sent before the step's timeout", tally.N, count), evidence)
+	}
+	return record(r.judge(e, from, sp, tally), evidence)
+}
+
+func (r *backendRun) judge(e *ExpectStep, from lab.Host, sp *backends.ServicePort, t check.Tally) error {
+	all := func(class probe.ErrClass, what string) error {
+		if t.Classes[class] != t.N {
+			return fmt.Errorf("expected every probe %s, got %s (first error: %v)", what, t.ClassSummary(), t.FirstErr)
+		}
+		return nil
+	}
+	switch e.Expectation {
+	case ExpectRefused:
+		return all(probe.Refused, "refused within 3s")
+	case ExpectDropped:
+		return all(probe.Timeout, "dropped (timed out)")
+	}
+	if err := all(probe.OK, "answered"); err != nil {
+		return err
+	}
+	switch e.Expectation {
+	case ExpectSameBackend:
+		if len(t.Pods) != 1 {
+			return fmt.Errorf("expected one backend for every probe, got %d: %v", len(t.Pods), t.Pods)
+		}
+	case ExpectSourceIPPreserved:
+		if len(t.Clients) != 1 || t.Clients[from.IP] != t.N {
+			return fmt.Errorf("expected the endpoint to see %s, it saw %v", from.IP, t.Clients)
+		}
+	case ExpectAllEndpoints, ExpectDistribution:
+		if sp == nil {
+			return fmt.Errorf("%s needs a service target", e.Expectation)
+		}
+		expected := r.readyPods(sp)
+		var missing []string
+		counts := make([]int, 0, len(expected))
+		for _, pod := range expected {
+			if t.Pods[pod] == 0 {
+				missing = append(missing, pod)
+			}
+			counts = append(counts, t.Pods[pod])
+		}
+		if e.Expectation == ExpectAllEndpoints && len(missing) > 0 {
+			return fmt.Errorf("endpoints never reached: %s (answers %v)", strings.Join(missing, ", "), t.Pods)
+		}
+		if e.Expectation == ExpectDistribution && len(counts) > 1 {
+			chi2, df, p, err := stats.ChiSquareGOF(counts, stats.Uniform(len(counts)))
+			if err != nil {
+				return err
+			}
+			if p < check.MinPValue {
+				return fmt.Errorf("selection does not fit uniform shares: chi2=%.2f df=%d p=%.3g (counts %v)", chi2, df, p, t.Pods)
+			}
+		}
+	}
+	return nil
+}
+
+// readyPods returns the pod names of the endpoints traffic may use (ready, else serving
+// and terminating), sorted.
+func (r *backendRun) readyPods(sp *backends.ServicePort) []string {
+	byIP := map[netip.Addr]string{}
+	for _, h := range r.tb.Lab.Hosts(lab.KindPod) {
+		byIP[h.IP] = h.Name
+	}
+	var out []string
+	for _, ep := range backends.CategorizeEndpoints(sp).Cluster {
+		out = append(out, byIP[ep.IP])
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// measure runs a named measurement and adds its results to the run.
+func (r *backendRun) measure(ctx context.Context, m *MeasureStep) error {
+	size := r.synthCount // the ladder's size; else every Service there is
+	if size == 0 {
+		size = len(r.tb.Cluster.Services())
+	}
+	labels := map[string]string{"services": strconv.Itoa(size)}
+	for k, v := range r.opts.Labels {
+		labels[k] = v
+	}
+	param := func(key, def string) string {
+		if v, ok := m.Params[key]; ok {
+			return fmt.Sprint(v)
+		}
+		return def
+	}
+	intParam := func(key string, def int) (int, error) {
+		v, err := strconv.Atoi(param(key, strconv.Itoa(def)))
+		if err != nil || v < 1 {
+			return 0, fmt.Errorf("measure %s: params.%s: want a positive integer, got %q", m.Name, key, param(key, ""))
+		}
+		return v, nil
+	}
+	from := param("from", testbed.ProbePod(lab.NodeName(0)))
+	var out []reports.Measurement
+	switch m.Name {
+	case "sync":
+		repeats, err := intParam("repeats", 3)
+		if err != nil {
+			return err
+		}
+		full := param("kind", "full") == "full"
+		change := func(ctx context.Context, i int) error {
+			if r.synthCount == 0 {
+				return fmt.Errorf("a partial sync needs synthetic services (a churn step) to change")
+			}
+			k := r.synthCount / 2
+			r.synthGen[k]++
+			return r.tb.Apply(ctx, synth.Slice(k, r.synthGen[k], r.template, r.synthPods))
+		}
+		ms, err := measure.Sync(ctx, r.tb, full, repeats, change, labels)
+		if err != nil {
+			return err
+		}
+		out = ms
+	case "lookup":
+		samples, err := intParam("samples", 200)
+		if err != nil {
+			return err
+		}
+		if r.synthCount == 0 {
+			return fmt.Errorf("measure lookup: needs synthetic services (a churn step)")
+		}
+		targets := map[string]netip.AddrPort{}
+		for pos, i := range map[string]int{"first": 0, "middle": r.synthCount / 2, "last": r.synthCount - 1} {
+			ap, _, err := r.resolveTarget(Target{Service: synth.Namespace + "/" + synth.Name(i)})
+			if err != nil {
+				return err
+			}
+			targets[pos] = ap
+		}
+		ms, err := measure.Lookup(ctx, r.tb, from, targets, samples, labels)
+		if err != nil {
+			return err
+		}
+		out = ms
+	case "distribution":
+		n, err := intParam("endpoints", 10)
+		if err != nil {
+			return err
+		}
+		conns, err := intParam("connections", 20*n*5)
+		if err != nil {
+			return err
+		}
+		mm, err := r.distribution(ctx, from, n, conns, labels)
+		if err != nil {
+			return err
+		}
+		out = append(out, mm)
+	case "rules":
+		n, err := measure.KernelRules(ctx, r.tb)
+		if err != nil {
+			return err
+		}
+		out = append(out, reports.Measurement{Name: reports.MeasureRules, Params: clone(labels), Unit: reports.UnitCount, Samples: []float64{float64(n)}})
+		if s, err := measure.Slab(); err == nil && r.slab0 > 0 {
+			out = append(out, reports.Measurement{Name: "rules-memory", Params: clone(labels), Unit: reports.UnitBytes, Samples: []float64{float64(s - r.slab0)}})
+		}
+	case "programming-latency":
+		out = append(out, measure.ProgrammingLatency(r.tb, labels))
+	default:
+		return fmt.Errorf("unknown measurement %q: allowed are sync, lookup, distribution, rules, programming-latency", m.Name)
+	}
+	for _, mm := range out {
+		r.res.Add(r.backend, mm)
+	}
+	return nil
+}
+
+func clone(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// distribution creates (once) a service over n of the synthetic pods and measures how
+// new connections spread over them.
+func (r *backendRun) distribution(ctx context.Context, from string, n, conns int, labels map[string]string) (reports.Measurement, error) {
+	if err := r.ensureSynthPods(ctx); err != nil {
+		return reports.Measurement{}, err
+	}
+	if n > len(r.synthPods) {
+		return reports.Measurement{}, fmt.Errorf("measure distribution: at most %d endpoints", len(r.synthPods))
+	}
+	const distIndex = 999999 // a name that sorts after every ladder service
+	t := synth.Template{EndpointsPerService: n}
+	if err := r.tb.Apply(ctx, synth.Service(distIndex, t), synth.Slice(distIndex, 0, t, r.synthPods)); err != nil {
+		return reports.Measurement{}, err
+	}
+	if err := r.tb.WaitSynced(ctx); err != nil {
+		return reports.Measurement{}, err
+	}
+	target, sp, err := r.resolveTarget(Target{Service: synth.Namespace + "/" + synth.Name(distIndex)})
+	if err != nil {
+		return reports.Measurement{}, err
+	}
+	m, err := measure.Distribution(ctx, r.tb, from, target, lab.TCP, r.readyPods(sp), nil, conns, labels)
+	if err != nil {
+		return m, err
+	}
+	m.Params["expected"] = "uniform"
+	return m, nil
+}
