@@ -15,7 +15,8 @@
 //     base32(sha256(name)), as kube-proxy's hashAndTruncate.
 //
 // Rule generation (rules.go) is pure code; Backend.Sync writes one knftables transaction
-// per sync. The first sync, the sync after an error, after a change of node-wide settings
+// per sync (a full sync creates its new, still empty and unreferenced chains in a
+// transaction of their own first: see writeFull). The first sync, the sync after an error, after a change of node-wide settings
 // and after the table disappeared are full: the table's fixed part is recreated, every set
 // and map flushed and refilled, every service chain rewritten. Other syncs are
 // incremental: they write only the chains of the service ports that changed
@@ -199,8 +200,10 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	tx := b.nft.NewTransaction()
 	w := &writer{tx: tx}
 	var pending *pendingSync
+	var pre *knftables.Transaction
 	if full {
-		pending = b.writeFull(w, cfg, desired, kernelChains, kernelSets)
+		pre = b.nft.NewTransaction()
+		pending = b.writeFull(w, pre, cfg, desired, kernelChains, kernelSets)
 	} else {
 		pending = b.writeIncremental(w, cfg, desired)
 	}
@@ -209,13 +212,28 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	res.Rules = w.rules
 	res.ChangedServices = pending.changed
 
+	if pre != nil {
+		// Empty, unreferenced chains: invisible to traffic, so this does not break the
+		// atomicity of the sync (see writeFull).
+		t0 := time.Now()
+		err := b.k.run(ctx, pre)
+		applyTime += time.Since(t0)
+		text := pre.String()
+		res.Bytes += len(text)
+		if err != nil {
+			res.Apply = applyTime
+			b.needFull = true
+			return res, b.wrap("sync", fmt.Errorf("create chains (%d operations): %w%s",
+				pre.NumOperations(), err, failingLines(err, text)))
+		}
+	}
 	if tx.NumOperations() > 0 {
 		t0 := time.Now()
 		err := b.k.run(ctx, tx)
 		applyTime += time.Since(t0)
 		res.Apply = applyTime
 		text := tx.String()
-		res.Bytes = len(text)
+		res.Bytes += len(text)
 		if err != nil {
 			b.needFull = true
 			return res, b.wrap("sync", fmt.Errorf("nft transaction (%d operations): %w%s",
@@ -335,8 +353,17 @@ func cloneServicePort(sp *backends.ServicePort) *backends.ServicePort {
 
 // writeFull writes a whole ruleset: fixed part, every service, and the deletion of the
 // kernel's per-service chains and affinity sets that the desired state no longer has.
-func (b *Backend) writeFull(w *writer, cfg config, desired *backends.State, kernelChains, kernelSets []string) *pendingSync {
+//
+// The per-service chains are created by pre, a transaction run before w's: nft refers to
+// a chain created in the same batch by its transaction ID, which the kernel resolves by
+// walking the batch (nft_chain_lookup_byid), so rules written into new chains cost
+// O(batch) each and a 250k-endpoint sync became quadratic. Chains that exist before the
+// batch are found by name in a hash table. pre only adds the table and empty chains that
+// nothing references, which changes no packet's fate; w then flushes and fills them,
+// switching traffic atomically as before.
+func (b *Backend) writeFull(w *writer, pre *knftables.Transaction, cfg config, desired *backends.State, kernelChains, kernelSets []string) *pendingSync {
 	tx := w.tx
+	pre.Add(&knftables.Table{Comment: knftables.PtrTo(tableComment)})
 	ps := &pendingSync{full: true, applied: make(map[backends.ServicePortName]*appliedService, len(desired.Services)), elems: newElementStore()}
 	writeSetup(w, cfg, !b.baseChainsRecreated)
 
@@ -355,7 +382,8 @@ func (b *Backend) writeFull(w *writer, cfg config, desired *backends.State, kern
 		ps.pairs = append(ps.pairs, servicePair{b.applied[sp.Name], rec})
 		for _, c := range p.plan.chains {
 			activeChains[c.name] = true
-			w.ensureChain(c.name)
+			pre.Add(&knftables.Chain{Name: c.name})
+			tx.Flush(&knftables.Chain{Name: c.name})
 		}
 		for _, s := range p.plan.sets {
 			activeSets[s.name] = true

@@ -12,6 +12,9 @@ import (
 	"kpbench.dev/kpbench/backends"
 )
 
+// tableComment is the comment of table ip kube-proxy.
+const tableComment = "rules for kube-proxy"
+
 // masqueradeMark is kube-proxy's default masquerade mark (bit 14), written as kube-proxy
 // writes it (fmt "%#08x" of 1<<14).
 const masqueradeMark = "0x004000"
@@ -124,7 +127,7 @@ func (w *writer) ensureChain(chain string) {
 // Equivalent to the first part of `nft -f` of kube-proxy's full ruleset.
 func writeSetup(w *writer, cfg config, recreateBaseChains bool) {
 	tx := w.tx
-	tx.Add(&knftables.Table{Comment: knftables.PtrTo("rules for kube-proxy")})
+	tx.Add(&knftables.Table{Comment: knftables.PtrTo(tableComment)})
 	if recreateBaseChains {
 		for _, bc := range baseChains() {
 			tx.Add(&knftables.Chain{Name: bc.name})
