@@ -2,6 +2,8 @@ package reports
 
 import (
 	"bytes"
+	"fmt"
+	"os"
 	"path/filepath"
 )
 
@@ -15,15 +17,25 @@ const (
 	HTMLFile = "report.html"
 )
 
-// WriteAll writes everything into dir: results.json, bench.txt, one CSV per measurement
-// name, junit.xml, plots/*.png and *.svg, and report.html. It returns the paths written.
-// Writing into a directory that already holds results.json rewrites it from r (which is
-// what `kpbench report DIR` does after loading it).
+// WriteAll writes everything into dir: results.json, then what WriteReports draws from
+// it. It returns the paths written.
 func WriteAll(dir string, r *Results) ([]string, error) {
 	if err := r.Write(dir); err != nil {
 		return nil, err
 	}
-	files := []string{filepath.Join(dir, ResultsFile)}
+	files, err := WriteReports(dir, r)
+	return append([]string{filepath.Join(dir, ResultsFile)}, files...), err
+}
+
+// WriteReports writes everything drawn from r into dir, leaving results.json alone:
+// bench.txt, one CSV per measurement name, junit.xml, plots/*.png and *.svg, and
+// report.html. It is what `kpbench report DIR` runs on saved results. It returns the
+// paths written.
+func WriteReports(dir string, r *Results) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("write reports: %w", err)
+	}
+	var files []string
 	write := func(name string, f func(*bytes.Buffer) error) error {
 		var buf bytes.Buffer
 		if err := f(&buf); err != nil {
@@ -57,4 +69,3 @@ func WriteAll(dir string, r *Results) ([]string, error) {
 	}
 	return files, nil
 }
-
