@@ -211,9 +211,13 @@ func (c *Comparison) Err() error {
 		msgs = append(msgs, fmt.Sprintf("%d metric(s) regressed beyond %s: %s", len(r), FormatThreshold(c.Options.Threshold), strings.Join(names, ", ")))
 	}
 	if m := c.Missing(); len(m) > 0 && !c.Options.AllowMissing {
-		names := make([]string, len(m))
+		var names []string
 		for i, d := range m {
-			names[i] = d.Metric
+			if i == 5 {
+				names = append(names, fmt.Sprintf("and %d more", len(m)-i))
+				break
+			}
+			names = append(names, d.Metric)
 		}
 		msgs = append(msgs, fmt.Sprintf("%d metric(s) of OLD missing from NEW (pass --allow-missing to accept): %s", len(m), strings.Join(names, ", ")))
 	}

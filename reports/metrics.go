@@ -173,6 +173,25 @@ func comparisonRows(r *Results) []comparisonRow {
 		}
 		rows[i].Values[p.backend] = p.m.Summary.P50
 	}
+	// Group the rows by measurement (in first-seen order), sizes increasing.
+	first := map[string]int{}
+	for i, row := range rows {
+		if _, ok := first[row.Name]; !ok {
+			first[row.Name] = i
+		}
+	}
+	size := func(params string) float64 {
+		for f := range strings.FieldsSeq(params) {
+			if v, ok := strings.CutPrefix(f, "services="); ok {
+				n, _ := strconv.ParseFloat(v, 64)
+				return n
+			}
+		}
+		return 0
+	}
+	slices.SortStableFunc(rows, func(a, b comparisonRow) int {
+		return cmp.Or(cmp.Compare(first[a.Name], first[b.Name]), cmp.Compare(size(a.Params), size(b.Params)))
+	})
 	for i := range rows {
 		row := &rows[i]
 		lower, ok := lowerIsBetter(row.Unit)
