@@ -37,7 +37,7 @@ lint:
 
 ## bench: the default benchmark, report in out/<timestamp>/
 bench: deps build
-	./$(BIN) bench --out $(OUT)
+	./$(BIN) run scenarios/scale.yaml --backend all --out $(OUT)
 
 clean:
 	rm -rf bin out
