@@ -1,0 +1,98 @@
+package ipvs
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"kpbench.dev/kpbench/backends"
+)
+
+// mixedState has one service port of every kind the ipsets distinguish.
+func mixedState() *backends.State {
+	return state(
+		svc("plain", backends.TCP, "172.30.0.1", 80, ep("10.1.0.1:8080", true), ep("10.2.0.1:8080", false)),
+		with(svc("np", backends.UDP, "172.30.0.2", 53, ep("10.1.0.2:53", true)), func(sp *backends.ServicePort) { sp.NodePort = 30053 }),
+		with(svc("local", backends.TCP, "172.30.0.3", 443, ep("10.1.0.3:8443", true)), func(sp *backends.ServicePort) {
+			sp.NodePort, sp.ExternalPolicyLocal, sp.HealthCheckNodePort = 30443, true, 32000
+			sp.ExternalIPs = []netip.Addr{ip("203.0.113.7")}
+			sp.LoadBalancerIPs = []netip.Addr{ip("198.51.100.3")}
+		}),
+		with(svc("fw", backends.TCP, "172.30.0.4", 80, ep("10.2.0.4:80", false)), func(sp *backends.ServicePort) {
+			sp.LoadBalancerIPs = []netip.Addr{ip("198.51.100.4")}
+			sp.ExternalIPs = []netip.Addr{ip("203.0.113.4")}
+			sp.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("10.0.0.0/8")}
+		}),
+	)
+}
+
+func TestIPSetGolden(t *testing.T) {
+	tests := []struct {
+		name string
+		st   *backends.State
+	}{
+		{"ipset-empty", state()},
+		{"ipset-mixed", mixedState()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			BuildSets(tt.st).WriteRestore(&b, nil)
+			checkGolden(t, tt.name, b.String())
+		})
+	}
+}
+
+func TestIPSetPartialWritesChangedSetsOnly(t *testing.T) {
+	old := BuildSets(mixedState())
+	st := mixedState()
+	st.Services = append(st.Services, svc("new", backends.TCP, "172.30.0.9", 80))
+	st.SortServices()
+	cur := BuildSets(st)
+	changed := cur.ChangedSets(old)
+	assert.Equal(t, map[string]bool{SetClusterIP: true, SetIPVSIPs: true}, changed)
+	var b strings.Builder
+	n := cur.WriteRestore(&b, changed)
+	assert.Equal(t, len(cur[SetClusterIP])+len(cur[SetIPVSIPs]), n)
+	assert.Equal(t, 2, strings.Count(b.String(), "flush "))
+	assert.Equal(t, len(SetSpecs()), strings.Count(b.String(), " -exist\n"), "every set is created (idempotently) anyway")
+	assert.Empty(t, cur.ChangedSets(cur))
+}
+
+func TestRulesGolden(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     RulesConfig
+		missing []Jump
+	}{
+		{"rules-first-sync", RulesConfig{ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8"), MasqueradeBit: DefaultMasqueradeBit}, Jumps()},
+		{"rules-jumps-present", RulesConfig{ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8"), MasqueradeBit: DefaultMasqueradeBit}, nil},
+		{"rules-masquerade-all-bit-15", RulesConfig{MasqueradeAll: true, MasqueradeBit: 15}, nil},
+		{"rules-no-cluster-cidr", RulesConfig{MasqueradeBit: DefaultMasqueradeBit}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			n := WriteRules(&b, tt.cfg, tt.missing)
+			assert.Equal(t, strings.Count(b.String(), "\n-"), n)
+			checkGolden(t, tt.name, b.String())
+		})
+	}
+}
+
+func TestRulesDoNotGrowWithServices(t *testing.T) {
+	cfg := RulesConfig{ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8"), MasqueradeBit: DefaultMasqueradeBit}
+	var a, b strings.Builder
+	WriteRules(&a, cfg, nil)
+	WriteRules(&b, cfg, nil)
+	assert.Equal(t, a.String(), b.String())
+	assert.NotContains(t, a.String(), "172.30.", "no service address in the constant ruleset")
+}
+
+func TestCleanupInput(t *testing.T) {
+	var b strings.Builder
+	WriteCleanup(&b, []Jump{Jumps()[0]})
+	checkGolden(t, "cleanup", b.String())
+}

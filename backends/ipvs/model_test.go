@@ -1,0 +1,198 @@
+package ipvs
+
+import (
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"kpbench.dev/kpbench/backends"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+func ip(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+// ep returns a ready endpoint; mods adjust it.
+func ep(addr string, local bool, mods ...func(*backends.Endpoint)) backends.Endpoint {
+	a := netip.MustParseAddrPort(addr)
+	e := backends.Endpoint{IP: a.Addr(), Port: int32(a.Port()), Ready: true, Serving: true, IsLocal: local}
+	for _, m := range mods {
+		m(&e)
+	}
+	return e
+}
+
+func terminating(e *backends.Endpoint) { e.Ready, e.Serving, e.Terminating = false, true, true }
+
+func svc(name string, proto backends.Protocol, vip string, port int32, eps ...backends.Endpoint) *backends.ServicePort {
+	backends.SortEndpoints(eps)
+	return &backends.ServicePort{
+		Name:      backends.ServicePortName{Namespace: "ns", Name: name, Port: "p", Protocol: proto},
+		ClusterIP: ip(vip), Port: port, Endpoints: eps,
+	}
+}
+
+func with(sp *backends.ServicePort, f func(*backends.ServicePort)) *backends.ServicePort {
+	f(sp)
+	return sp
+}
+
+func state(sps ...*backends.ServicePort) *backends.State {
+	st := &backends.State{
+		NodeName: "node-1", NodeIPs: []netip.Addr{ip("192.168.0.1"), ip("192.168.1.1")},
+		ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8"), Services: sps,
+	}
+	st.SortServices()
+	return st
+}
+
+func key(proto backends.Protocol, addr string) ServiceKey {
+	a := netip.MustParseAddrPort(addr)
+	return ServiceKey{Addr: a.Addr(), Protocol: proto, Port: a.Port()}
+}
+
+// flat renders a model as "KEY sched flags timeout -> dest:weight ..." lines, for compact
+// expectations.
+func flat(m *Model) []string {
+	var out []string
+	for _, k := range m.SortedKeys() {
+		vs := m.Services[k]
+		line := k.String() + " " + vs.Scheduler
+		if vs.Flags&FlagPersistent != 0 {
+			line += " persistent " + strconv.Itoa(int(vs.Timeout))
+		}
+		for _, d := range sortedDests(vs.Dests) {
+			line += " " + d.String() + "=" + strconv.Itoa(vs.Dests[d])
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+func TestBuild(t *testing.T) {
+	tests := []struct {
+		name      string
+		st        *backends.State
+		scheduler string
+		want      []string
+		addrs     []string
+	}{
+		{
+			name: "cluster IP, two endpoints", scheduler: "rr",
+			st:    state(svc("a", backends.TCP, "172.30.0.1", 80, ep("10.1.0.2:8080", false), ep("10.1.0.1:8080", true))),
+			want:  []string{"TCP/172.30.0.1:80 rr 10.1.0.1:8080=1 10.1.0.2:8080=1"},
+			addrs: []string{"172.30.0.1"},
+		},
+		{
+			name: "scheduler from options, UDP", scheduler: "sh",
+			st:    state(svc("dns", backends.UDP, "172.30.0.10", 53, ep("10.1.0.5:53", false))),
+			want:  []string{"UDP/172.30.0.10:53 sh 10.1.0.5:53=1"},
+			addrs: []string{"172.30.0.10"},
+		},
+		{
+			name: "no endpoints keeps the virtual server", scheduler: "rr",
+			st:    state(svc("empty", backends.TCP, "172.30.0.2", 80)),
+			want:  []string{"TCP/172.30.0.2:80 rr"},
+			addrs: []string{"172.30.0.2"},
+		},
+		{
+			name: "client IP affinity is persistence", scheduler: "rr",
+			st: state(with(svc("aff", backends.TCP, "172.30.0.3", 80, ep("10.1.0.1:80", false)), func(sp *backends.ServicePort) {
+				sp.AffinityClientIP, sp.AffinityTimeoutSeconds = true, 7
+			})),
+			want:  []string{"TCP/172.30.0.3:80 rr persistent 7 10.1.0.1:80=1"},
+			addrs: []string{"172.30.0.3"},
+		},
+		{
+			name: "terminating endpoint gets weight 0 beside ready ones", scheduler: "rr",
+			st:    state(svc("term", backends.TCP, "172.30.0.4", 80, ep("10.1.0.1:80", false), ep("10.1.0.2:80", false, terminating))),
+			want:  []string{"TCP/172.30.0.4:80 rr 10.1.0.1:80=1 10.1.0.2:80=0"},
+			addrs: []string{"172.30.0.4"},
+		},
+		{
+			name: "only terminating endpoints: fallback takes traffic", scheduler: "rr",
+			st:    state(svc("fallback", backends.TCP, "172.30.0.5", 80, ep("10.1.0.2:80", false, terminating))),
+			want:  []string{"TCP/172.30.0.5:80 rr 10.1.0.2:80=1"},
+			addrs: []string{"172.30.0.5"},
+		},
+		{
+			name: "node port on every node IP, external and LB IPs bound", scheduler: "rr",
+			st: state(with(svc("np", backends.TCP, "172.30.0.6", 80, ep("10.1.0.1:80", true), ep("10.2.0.1:80", false)), func(sp *backends.ServicePort) {
+				sp.NodePort = 30080
+				sp.ExternalIPs = []netip.Addr{ip("203.0.113.1")}
+				sp.LoadBalancerIPs = []netip.Addr{ip("198.51.100.1")}
+			})),
+			want: []string{
+				"TCP/172.30.0.6:80 rr 10.1.0.1:80=1 10.2.0.1:80=1",
+				"TCP/192.168.0.1:30080 rr 10.1.0.1:80=1 10.2.0.1:80=1",
+				"TCP/192.168.1.1:30080 rr 10.1.0.1:80=1 10.2.0.1:80=1",
+				"TCP/198.51.100.1:80 rr 10.1.0.1:80=1 10.2.0.1:80=1",
+				"TCP/203.0.113.1:80 rr 10.1.0.1:80=1 10.2.0.1:80=1",
+			},
+			addrs: []string{"172.30.0.6", "198.51.100.1", "203.0.113.1"},
+		},
+		{
+			name: "external policy local: external paths use local endpoints only", scheduler: "rr",
+			st: state(with(svc("etp", backends.TCP, "172.30.0.7", 80, ep("10.1.0.1:80", true), ep("10.2.0.1:80", false), ep("10.2.0.2:80", false, terminating)), func(sp *backends.ServicePort) {
+				sp.NodePort, sp.ExternalPolicyLocal = 30081, true
+			})),
+			want: []string{
+				"TCP/172.30.0.7:80 rr 10.1.0.1:80=1 10.2.0.1:80=1 10.2.0.2:80=0",
+				"TCP/192.168.0.1:30081 rr 10.1.0.1:80=1",
+				"TCP/192.168.1.1:30081 rr 10.1.0.1:80=1",
+			},
+			addrs: []string{"172.30.0.7"},
+		},
+		{
+			name: "internal policy local with no local endpoint: no real servers", scheduler: "rr",
+			st: state(with(svc("itp", backends.TCP, "172.30.0.8", 80, ep("10.2.0.1:80", false)), func(sp *backends.ServicePort) {
+				sp.InternalPolicyLocal = true
+			})),
+			want:  []string{"TCP/172.30.0.8:80 rr"},
+			addrs: []string{"172.30.0.8"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := Build(tt.st, tt.scheduler)
+			assert.Equal(t, tt.want, flat(m))
+			var addrs []string
+			for _, a := range sortedAddrs(m.Addrs) {
+				addrs = append(addrs, a.String())
+			}
+			assert.Equal(t, tt.addrs, addrs)
+			for _, vs := range m.Services {
+				assert.Equal(t, tt.st.Services[0].Name, vs.Owner)
+			}
+		})
+	}
+}
+
+func TestValidScheduler(t *testing.T) {
+	for _, s := range []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "sh", "dh", "sed", "nq", "mh"} {
+		assert.True(t, ValidScheduler(s), s)
+	}
+	for _, s := range []string{"", "RR", "random", "fo", "ovf"} {
+		assert.False(t, ValidScheduler(s), s)
+	}
+}
+
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test -update to create %s", path)
+	assert.Equal(t, string(want), got)
+}
