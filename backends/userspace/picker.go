@@ -53,13 +53,6 @@ func (p *picker) update(endpoints []netip.AddrPort, affinity bool, ttl time.Dura
 	}
 }
 
-// size returns the number of endpoints.
-func (p *picker) size() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.endpoints)
-}
-
 // pick returns the endpoint for a connection from client. With affinity, a client whose
 // entry has not expired gets its endpoint again, unless reset is true (the previous choice
 // could not be reached: the entry is replaced by the next round-robin endpoint). ok is false

@@ -136,6 +136,9 @@ func Generate(w *bytes.Buffer, portals []Portal, hostIP netip.Addr) Generated {
 		sp := p.Service
 		proto := sp.Protocol().Lower()
 		verdict, why := "-j REJECT", "has no endpoints"
+		if sp.Protocol() == backends.TCP {
+			verdict = "-j REJECT --reject-with tcp-reset"
+		}
 		if p.Action == Drop {
 			verdict, why = "-j DROP", "has no local endpoints"
 		}
