@@ -127,7 +127,7 @@ func New(opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("ipvs backend for %s: open netns: %w", opts.NodeName, err)
 	}
 	defer ns.Close()
-	if b.nl, err = netlink.NewHandleAt(ns); err != nil {
+	if b.nl, err = netlink.NewHandleAt(ns, unix.NETLINK_ROUTE); err != nil {
 		b.ipvs.Close()
 		return nil, fmt.Errorf("ipvs backend for %s: netlink handle: %w", opts.NodeName, err)
 	}
