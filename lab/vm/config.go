@@ -27,6 +27,7 @@ package vm
 import (
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -108,6 +109,13 @@ type Config struct {
 
 // kernelVersionRE is what a Debian kernel ABI version looks like: 6.1.0-57, 6.12.100+deb12.
 var kernelVersionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+(\.[0-9]+)?[-+][0-9A-Za-z.+~-]*[0-9A-Za-z]$`)
+
+// Validate checks cfg as Run would, defaults applied: the kernel version, memory, CPUs,
+// timeout, accelerator and Env entries.
+func (cfg Config) Validate() error {
+	_, err := cfg.withDefaults(os.Getenv)
+	return err
+}
 
 // withDefaults returns cfg with every zero field set to its default and validates it.
 // getenv is os.Getenv in production.

@@ -1,0 +1,303 @@
+//go:build linux
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"kpbench.dev/kpbench/lab/vm"
+)
+
+// vmFlags are the flags shared by the vm subcommands.
+type vmFlags struct {
+	kernels  []string
+	mem      string
+	cpus     int
+	timeout  time.Duration
+	accel    string
+	cacheDir string
+	writable []string
+	debug    bool
+}
+
+// addVMFlags registers the flags; multiKernel documents --kernel as a matrix.
+func addVMFlags(cmd *cobra.Command, f *vmFlags, multiKernel bool) {
+	fl := cmd.Flags()
+	kernelHelp := "Debian kernel version (linux-image-VERSION-amd64) (default " + vm.DefaultKernel + ")"
+	if multiKernel {
+		kernelHelp = "Debian kernel version (linux-image-VERSION-amd64); repeat for a kernel matrix (default " + vm.DefaultKernel + ")"
+	}
+	fl.StringArrayVar(&f.kernels, "kernel", nil, kernelHelp)
+	fl.StringVar(&f.mem, "mem", "2G", "guest memory: MiB, or a number with M or G (768M is the least for 100k-rule nft restores)")
+	fl.IntVar(&f.cpus, "cpus", vm.DefaultCPUs, "guest CPUs (1 to 64)")
+	fl.DurationVar(&f.timeout, "timeout", vm.DefaultTimeout, "kill the guest after this long, boot included")
+	fl.StringVar(&f.accel, "accel", "", "tcg or kvm (default $"+vm.EnvAccel+", else tcg; kvm hangs on some hosts)")
+	fl.StringVar(&f.cacheDir, "cache-dir", vm.DefaultCacheDir, "kernel and initramfs cache")
+	fl.StringArrayVar(&f.writable, "writable", nil, "host directory shared writable at the same path (repeatable; default $"+vm.EnvWritable+" (':'-separated), else the working directory)")
+	fl.BoolVar(&f.debug, "debug", false, "show kernel messages and init's steps on stderr")
+}
+
+// configs returns one vm.Config per kernel, validated (bad values are usage errors).
+// extraWritable directories are shared writable in addition to the default ones.
+func (f *vmFlags) configs(cmd *cobra.Command, extraWritable []string) ([]vm.Config, error) {
+	mem, err := parseMemMB(f.mem)
+	if err != nil {
+		return nil, badInput("--mem: %v", err)
+	}
+	if f.accel != "" && f.accel != vm.AccelTCG && f.accel != vm.AccelKVM {
+		return nil, badInput("--accel %q: want %s or %s", f.accel, vm.AccelTCG, vm.AccelKVM)
+	}
+	if f.cpus < 1 {
+		return nil, badInput("--cpus %d: want 1 to 64", f.cpus)
+	}
+	if f.timeout <= 0 {
+		return nil, badInput("--timeout %s: want a positive duration such as 30m", f.timeout)
+	}
+	writable := f.writable
+	if len(writable) == 0 {
+		if env := os.Getenv(vm.EnvWritable); env != "" {
+			writable = strings.Split(env, ":")
+		}
+	}
+	if len(extraWritable) > 0 {
+		if len(writable) == 0 {
+			cwd, err := os.Getwd()
+			if err != nil {
+				return nil, fmt.Errorf("vm: %w", err)
+			}
+			if cwd != "/" {
+				writable = append(writable, cwd)
+			}
+		}
+		writable = append(writable, extraWritable...)
+	}
+	kernels := f.kernels
+	if len(kernels) == 0 {
+		kernels = []string{vm.DefaultKernel}
+	}
+	var out []vm.Config
+	for _, k := range kernels {
+		c := vm.Config{
+			Kernel: k, MemoryMB: mem, CPUs: f.cpus, CacheDir: f.cacheDir, Timeout: f.timeout,
+			Accel: f.accel, Writable: writable, Debug: f.debug,
+			Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(),
+		}
+		if err := c.Validate(); err != nil {
+			return nil, usageError{err}
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// parseMemMB reads a memory size in MiB: 2048, 2048M, 2G.
+func parseMemMB(s string) (int, error) {
+	u := strings.ToUpper(strings.TrimSpace(s))
+	mult := 1
+	for _, suf := range []struct {
+		s string
+		m int
+	}{{"GIB", 1024}, {"GB", 1024}, {"G", 1024}, {"MIB", 1}, {"MB", 1}, {"M", 1}} {
+		if strings.HasSuffix(u, suf.s) {
+			u, mult = strings.TrimSuffix(u, suf.s), suf.m
+			break
+		}
+	}
+	n, err := strconv.Atoi(u)
+	if err != nil || n <= 0 || n > 1<<20 {
+		return 0, fmt.Errorf("%q: want a size such as 2G, 1536M or 1024 (MiB)", s)
+	}
+	if n*mult < 256 {
+		return 0, fmt.Errorf("%q: want at least 256M", s)
+	}
+	return n * mult, nil
+}
+
+// outDirs returns the directories named by --out in kpbench arguments; they are created on
+// the host and shared writable, so that the guest's results come back.
+func outDirs(args []string) []string {
+	var dirs []string
+	for i, a := range args {
+		switch {
+		case a == "--":
+			return dirs
+		case a == "--out" && i+1 < len(args):
+			dirs = append(dirs, args[i+1])
+		case strings.HasPrefix(a, "--out="):
+			dirs = append(dirs, strings.TrimPrefix(a, "--out="))
+		}
+	}
+	return dirs
+}
+
+// dashArgs returns the arguments after `--`, or a usage error when there are none or some
+// come before it.
+func dashArgs(cmd *cobra.Command, args []string, what, example string) ([]string, error) {
+	dash := cmd.ArgsLenAtDash()
+	if dash < 0 || len(args) == dash {
+		return nil, badInput("give the %s after --, e.g. '%s -- %s'", what, cmd.CommandPath(), example)
+	}
+	if dash > 0 {
+		return nil, badInput("unexpected arguments before --: %q", args[:dash])
+	}
+	return args, nil
+}
+
+// runVMs runs argv once per config, printing a header per kernel when there are several,
+// and returns the first non-zero exit status as exitCodeError (the other kernels still run).
+func runVMs(cmd *cobra.Command, cfgs []vm.Config, argv []string) error {
+	firstCode := 0
+	for _, c := range cfgs {
+		if len(cfgs) > 1 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "=== kpbench vm: kernel %s ===\n", c.Kernel)
+		}
+		start := time.Now()
+		code, err := vm.Run(cmd.Context(), c, argv)
+		if err != nil {
+			return vmError(c.Kernel, err)
+		}
+		if len(cfgs) > 1 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "=== kpbench vm: kernel %s: exit status %d in %s ===\n",
+				c.Kernel, code, time.Since(start).Round(time.Millisecond))
+		}
+		if code != 0 && firstCode == 0 {
+			firstCode = code
+		}
+	}
+	if firstCode != 0 {
+		return exitCodeError{firstCode}
+	}
+	return nil
+}
+
+// vmError adds the kernel and, for a missing tool, the package list to err.
+func vmError(kernel string, err error) error {
+	if errors.Is(err, vm.ErrMissingTool) {
+		return fmt.Errorf("vm kernel %s: %w (make deps installs: %s)", kernel, err, strings.Join(vm.HostPackages(), " "))
+	}
+	return fmt.Errorf("vm kernel %s: %w", kernel, err)
+}
+
+func newVMCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "vm",
+		Short: "Run kpbench or any host binary in a microVM whose kernel has IPVS",
+		Long: `The host kernel may lack IPVS (and cannot load modules). 'kpbench vm' boots a stock Debian
+kernel under QEMU (TCG software emulation unless --accel kvm), with the host's / read-only
+underneath a RAM overlay and the working directory (or the --writable directories) shared
+writable, and runs one command inside. Output streams back; the exit status is the command's.
+The first use downloads the kernel package (~70 MB) into --cache-dir.
+
+Figures measured in the VM are slower than native (7-9x for kernel programming under TCG):
+compare backends within the same VM, not with host numbers. Inside, KPBENCH_IN_VM=1,
+KPBENCH_VM_ACCEL and KPBENCH_VM_KERNEL label the results.`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return badInput("missing subcommand: run, exec or prepare")
+		},
+	}
+	cmd.AddCommand(newVMRunCmd(), newVMExecCmd(), newVMPrepareCmd())
+	return cmd
+}
+
+func newVMRunCmd() *cobra.Command {
+	var f vmFlags
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- KPBENCH-ARGS...",
+		Short: "Run this kpbench binary with the given arguments in the VM, once per --kernel",
+		Example: `  kpbench vm run -- check --help
+  kpbench vm run --kernel 6.1.0-57 --kernel 6.12.100+deb12 --mem 1G -- run scenarios/x.yaml --out out/vm`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			args, err := dashArgs(cmd, args, "kpbench arguments", "check --help")
+			if err != nil {
+				return err
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("vm run: find this binary: %w", err)
+			}
+			outs := outDirs(args)
+			cfgs, err := f.configs(cmd, outs)
+			if err != nil {
+				return err
+			}
+			for _, d := range outs {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					return fmt.Errorf("vm run: --out %s: %w", d, err)
+				}
+			}
+			return runVMs(cmd, cfgs, append([]string{self}, args...))
+		},
+	}
+	addVMFlags(cmd, &f, true)
+	return cmd
+}
+
+func newVMExecCmd() *cobra.Command {
+	var f vmFlags
+	cmd := &cobra.Command{
+		Use:   "exec [flags] -- BINARY ARGS...",
+		Short: "Run a host binary in the VM (go test -exec 'kpbench vm exec --')",
+		Example: `  go test -exec 'kpbench vm exec --' ./backends/ipvs/
+  kpbench vm exec -- /bin/sh -c 'ipvsadm -Ln'`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			args, err := dashArgs(cmd, args, "command", "/bin/sh -c 'cat /proc/net/ip_vs'")
+			if err != nil {
+				return err
+			}
+			if len(f.kernels) > 1 {
+				return badInput("vm exec takes one --kernel ('vm run' runs a kernel matrix)")
+			}
+			bin, err := exec.LookPath(args[0])
+			if err != nil {
+				return badInput("vm exec: %v", err)
+			}
+			if bin, err = filepath.Abs(bin); err != nil {
+				return badInput("vm exec: %v", err)
+			}
+			cfgs, err := f.configs(cmd, nil)
+			if err != nil {
+				return err
+			}
+			return runVMs(cmd, cfgs, append([]string{bin}, args[1:]...))
+		},
+	}
+	addVMFlags(cmd, &f, false)
+	return cmd
+}
+
+func newVMPrepareCmd() *cobra.Command {
+	var f vmFlags
+	cmd := &cobra.Command{
+		Use:   "prepare [--kernel VERSION ...]",
+		Short: "Download the kernels and build their initramfs into the cache, without booting",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfgs, err := f.configs(cmd, nil)
+			if err != nil {
+				return err
+			}
+			for _, c := range cfgs {
+				start := time.Now()
+				img, err := vm.EnsureKernel(cmd.Context(), c)
+				if err != nil {
+					return vmError(c.Kernel, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\t%s\n", c.Kernel, img.Vmlinux, img.Initramfs,
+					time.Since(start).Round(time.Millisecond))
+			}
+			return nil
+		},
+	}
+	addVMFlags(cmd, &f, true)
+	return cmd
+}
