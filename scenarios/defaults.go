@@ -65,7 +65,7 @@ func (s *Scenario) Default() {
 			setString(&tp.Protocol, "TCP")
 			setString(&tp.Type, "ClusterIP")
 		case st.Wait != nil:
-			if st.Wait.Timeout == nil {
+			if st.Wait.Timeout == nil && st.Wait.Duration == nil {
 				st.Wait.Timeout = NewDuration(DefaultWaitTimeout)
 			}
 		case st.Expect != nil:

@@ -254,6 +254,9 @@ func (r *backendRun) step(ctx context.Context, st *Step, name string) error {
 	case st.Churn != nil:
 		return r.churn(ctx, st.Churn)
 	case st.Wait != nil:
+		if st.Wait.Duration != nil {
+			return pause(ctx, st.Wait.Duration.Duration)
+		}
 		timeout := 60 * time.Second
 		if st.Wait.Timeout != nil {
 			timeout = st.Wait.Timeout.Duration
@@ -269,6 +272,17 @@ func (r *backendRun) step(ctx context.Context, st *Step, name string) error {
 	return fmt.Errorf("step has no action")
 }
 
+// pause waits for d, or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
 
 func (r *backendRun) delete(ctx context.Context, d *DeleteStep) error {
 	if d.Kind != "" {

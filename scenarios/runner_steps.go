@@ -193,6 +193,12 @@ func (r *backendRun) resolveTarget(t Target) (netip.AddrPort, *backends.ServiceP
 		}
 	}
 	if sp == nil {
+		// A Service the proxy ignores (labelled service.kubernetes.io/headless or
+		// service-proxy-name) still has a ClusterIP to probe: the probe shows that nothing
+		// handles it.
+		if ap, ok := r.unproxiedClusterIP(ns, name, t); ok {
+			return ap, nil, nil
+		}
 		return netip.AddrPort{}, nil, fmt.Errorf("no proxied service port %s/%s %s (headless and ExternalName Services have none)", ns, name, t.Port)
 	}
 	switch t.Address {
@@ -273,7 +279,17 @@ func (r *backendRun) expect(ctx context.Context, e *ExpectStep, name string) err
 	if e.Expectation == ExpectDropped {
 		probeTimeout = time.Second
 	}
-	tally := check.ProbeN(ctx, pr, probe.Target{Addr: addr, Protocol: proto}, count, probeTimeout)
+	target := probe.Target{Addr: addr, Protocol: proto}
+	var tally check.Tally
+	if e.SourcePort == 0 && e.Interval == nil {
+		tally = check.ProbeN(ctx, pr, target, count, probeTimeout)
+	} else {
+		var interval time.Duration
+		if e.Interval != nil {
+			interval = e.Interval.Duration
+		}
+		tally = probeSpaced(ctx, pr, target, count, probe.Options{Timeout: probeTimeout, SourcePort: uint16(e.SourcePort)}, interval)
+	}
 	evidence := fmt.Sprintf("%s → %s/%s: %d probes: %s; answers %v", from.Name, addr, proto, tally.N, tally.ClassSummary(), tally.Pods)
 	if tally.N < count {
 		return record(fmt.Errorf("only %d of %d probes sent before the step's timeout", tally.N, count), evidence)
@@ -485,4 +501,59 @@ func (r *backendRun) distribution(ctx context.Context, from string, n, conns int
 	}
 	m.Params["expected"] = "uniform"
 	return m, nil
+}
+
+// unproxiedClusterIP returns the ClusterIP:port of a Service the proxy does not handle
+// (kept out by a label), for a clusterIP target.
+func (r *backendRun) unproxiedClusterIP(ns, name string, t Target) (netip.AddrPort, bool) {
+	if t.Address != "" && t.Address != AddressClusterIP {
+		return netip.AddrPort{}, false
+	}
+	for _, svc := range r.tb.Cluster.Services() {
+		if svc.Namespace != ns || svc.Name != name {
+			continue
+		}
+		ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
+		if err != nil {
+			return netip.AddrPort{}, false
+		}
+		for _, p := range svc.Spec.Ports {
+			if t.Port == "" || p.Name == t.Port {
+				return netip.AddrPortFrom(ip, uint16(p.Port)), true
+			}
+		}
+	}
+	return netip.AddrPort{}, false
+}
+
+// probeSpaced is check.ProbeN with probe options (a fixed source port) and a pause of
+// interval between probes.
+func probeSpaced(ctx context.Context, pr *probe.Prober, target probe.Target, n int, o probe.Options, interval time.Duration) check.Tally {
+	t := check.Tally{Classes: map[probe.ErrClass]int{}, Pods: map[string]int{}, Clients: map[netip.Addr]int{}}
+	for i := range n {
+		if i > 0 && interval > 0 && pause(ctx, interval) != nil {
+			break
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		start := time.Now()
+		res := pr.Request(ctx, target, o)
+		t.N++
+		class := res.Class
+		if class == probe.Refused && time.Since(start) > check.RefusalDeadline {
+			t.Slow++
+			class = probe.Timeout
+		}
+		t.Classes[class]++
+		if res.Err != nil {
+			if t.FirstErr == nil {
+				t.FirstErr = res.Err
+			}
+			continue
+		}
+		t.Pods[res.Answer.Pod]++
+		t.Clients[res.Answer.Client.Addr()]++
+	}
+	return t
 }

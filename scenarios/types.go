@@ -57,6 +57,11 @@ type Scenario struct {
 	Manifests []ManifestRef `json:"manifests,omitempty"`
 	// Steps run in order after the lab is up and the manifests are applied.
 	Steps []Step `json:"steps,omitempty"`
+	// KnownFailures declares backends on which the scenario is known to fail, with the
+	// reason (backend name → one line, e.g. userspace: "source IP is lost"). A failure
+	// there is reported as an expected failure (xfail) by `kpbench conform`, and a pass as
+	// an unexpected pass (xpass); other commands ignore it.
+	KnownFailures map[string]string `json:"knownFailures,omitempty"`
 
 	// File is the path the scenario was loaded from ("" when parsed from memory). Set by
 	// Load and ParseScenario.
@@ -247,11 +252,14 @@ type ChurnTemplate struct {
 	Type string `json:"type,omitempty"`
 }
 
-// WaitStep waits until a condition holds.
+// WaitStep waits until a condition holds, or for a fixed time. Exactly one of Synced and
+// Duration is set.
 type WaitStep struct {
-	// Synced waits until every node's proxy has programmed the current state. Must be
-	// true (the only condition so far).
-	Synced bool `json:"synced"`
+	// Synced waits until every node's proxy has programmed the current state.
+	Synced bool `json:"synced,omitempty"`
+	// Duration waits this long, doing nothing (e.g. to let a session affinity entry
+	// expire), at most MaxWaitDuration.
+	Duration *Duration `json:"duration,omitempty"`
 	// Timeout fails the step when the condition does not hold in time (default 60s).
 	Timeout *Duration `json:"timeout,omitempty"`
 }
@@ -292,6 +300,14 @@ type ExpectStep struct {
 	Expectation string `json:"expectation"`
 	// Timeout bounds the whole step (default 30s).
 	Timeout *Duration `json:"timeout,omitempty"`
+	// SourcePort, when not 0, is the fixed local port every probe is sent from (UDP
+	// conntrack cases: the same 5-tuple across an endpoint change). 0: an ephemeral port
+	// per probe. With TCP, consecutive probes from one port may collide with TIME_WAIT.
+	SourcePort int `json:"sourcePort,omitempty"`
+	// Interval is a pause between consecutive probes (default none), at most
+	// MaxProbeInterval; e.g. longer than a session affinity timeout, so that every probe
+	// chooses its endpoint afresh.
+	Interval *Duration `json:"interval,omitempty"`
 }
 
 // Address kinds of a Service target.

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +27,10 @@ const (
 	MaxEndpointsPerService = 1000
 	MaxProbeCount          = 100000
 	MaxReplicas            = 10000
+	// MaxWaitDuration bounds a wait step's fixed duration.
+	MaxWaitDuration = 5 * time.Minute
+	// MaxProbeInterval bounds the pause between an expect step's probes.
+	MaxProbeInterval = 10 * time.Second
 )
 
 var (
@@ -67,6 +72,11 @@ func (s *Scenario) validate() field.ErrorList {
 		}
 	}
 	errs = append(errs, s.Topology.validate(field.NewPath("topology"))...)
+	for b, why := range s.KnownFailures {
+		if strings.TrimSpace(why) == "" {
+			errs = append(errs, field.Required(field.NewPath("knownFailures").Key(b), "a one-line reason why the scenario fails on this backend"))
+		}
+	}
 	if s.Proxy != nil {
 		pp := field.NewPath("proxy")
 		if s.Proxy.ProxyConfigFile != "" {
@@ -283,9 +293,17 @@ func validateChurn(c *ChurnStep, p *field.Path) field.ErrorList {
 
 func validateWait(w *WaitStep, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if !w.Synced {
-		errs = append(errs, field.Required(p.Child("synced"), "must be true (the only wait condition so far)"))
+	switch {
+	case w.Synced && w.Duration != nil:
+		errs = append(errs, field.Forbidden(p, "set either synced or duration, not both"))
+	case !w.Synced && w.Duration == nil:
+		errs = append(errs, field.Required(p.Child("synced"), "synced: true, or a duration to wait"))
+	case w.Duration != nil && w.Timeout != nil:
+		errs = append(errs, field.Forbidden(p.Child("timeout"), "a fixed duration has no timeout"))
+	case w.Duration != nil && w.Duration.Duration > MaxWaitDuration:
+		errs = append(errs, field.Invalid(p.Child("duration"), w.Duration.String(), fmt.Sprintf("must be at most %s", MaxWaitDuration)))
 	}
+	errs = append(errs, validateDuration(w.Duration, p.Child("duration"))...)
 	return append(errs, validateDuration(w.Timeout, p.Child("timeout"))...)
 }
 
@@ -530,6 +548,13 @@ func (st *state) expect(e *ExpectStep, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("count"), e.Count, fmt.Sprintf("must be in range 1-%d", MaxProbeCount)))
 	}
 	errs = append(errs, validateDuration(e.Timeout, p.Child("timeout"))...)
+	if e.SourcePort < 0 || e.SourcePort > 65535 {
+		errs = append(errs, field.Invalid(p.Child("sourcePort"), e.SourcePort, "must be in range 1-65535 (0: an ephemeral port per probe)"))
+	}
+	errs = append(errs, validateDuration(e.Interval, p.Child("interval"))...)
+	if e.Interval != nil && e.Interval.Duration > MaxProbeInterval {
+		errs = append(errs, field.Invalid(p.Child("interval"), e.Interval.String(), fmt.Sprintf("must be at most %s", MaxProbeInterval)))
+	}
 	if e.Protocol != "" {
 		errs = append(errs, validateProtocol(e.Protocol, p.Child("protocol"))...)
 	}
