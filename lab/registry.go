@@ -67,11 +67,19 @@ func (r Registry) Write(rec *Record) error {
 	if err != nil {
 		return fmt.Errorf("registry: encode %s: %w", rec.Name, err)
 	}
-	tmp := r.path(rec.Name) + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	// A temporary file of its own per write: concurrent writers of one lab's record (the
+	// kubelet and a scenario step both changing pods) must not rename each other's file.
+	f, err := os.CreateTemp(r.Dir, rec.Name+".json.*.tmp")
+	if err != nil {
 		return fmt.Errorf("registry: %w", err)
 	}
-	if err := os.Rename(tmp, r.path(rec.Name)); err != nil {
+	_, werr := f.Write(data)
+	if err := errors.Join(werr, f.Chmod(0o644), f.Close()); err != nil {
+		_ = os.Remove(f.Name())
+		return fmt.Errorf("registry: write %s: %w", f.Name(), err)
+	}
+	if err := os.Rename(f.Name(), r.path(rec.Name)); err != nil {
+		_ = os.Remove(f.Name())
 		return fmt.Errorf("registry: %w", err)
 	}
 	return nil
