@@ -11,7 +11,7 @@ TEST_FLAGS ?= -count=1 -timeout 25m
 COMMIT    := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X kpbench.dev/kpbench/internal/version.Commit=$(COMMIT)
 
-.PHONY: all deps build test lint fmt bench clean fuzz
+.PHONY: all deps build test lint fmt bench scale clean fuzz
 
 all: build
 
@@ -37,6 +37,10 @@ lint:
 
 ## bench: the default benchmark, report in out/<timestamp>/
 bench: deps build
+	./$(BIN) run scenarios/bench.yaml --backend all --out $(OUT)
+
+## scale: the full ladder to 20k Services (slow on iptables-nft 1.8.9 and nft 1.0.6: see scenarios/bench.yaml)
+scale: deps build
 	./$(BIN) run scenarios/scale.yaml --backend all --out $(OUT)
 
 clean:

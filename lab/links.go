@@ -150,12 +150,17 @@ type Sysctl struct{ Key, Value string }
 
 // nodeSysctls are what a node needs to act as a Kubernetes node: forwarding, bridged
 // traffic through iptables (so conntrack un-DNATs replies between pods on one bridge),
-// no reverse-path filtering (replies from other nodes' pods arrive over the fabric).
+// no reverse-path filtering (replies from other nodes' pods arrive over the fabric), no
+// ICMP redirects.
 var nodeSysctls = []Sysctl{
 	{"net/ipv4/ip_forward", "1"},
 	{"net/ipv4/conf/all/rp_filter", "0"},
 	{"net/ipv4/conf/default/rp_filter", "0"},
 	{"net/bridge/bridge-nf-call-iptables", "1"},
+	// An ICMP redirect to a pod would use up the ICMP rate-limit token that the port
+	// unreachable of a REJECT needs: the client would time out instead of being refused.
+	{"net/ipv4/conf/all/send_redirects", "0"},
+	{"net/ipv4/conf/default/send_redirects", "0"},
 }
 
 // ErrNoBrNetfilter is reported when bridged traffic cannot be sent through iptables.

@@ -14,6 +14,7 @@ import (
 	"kpbench.dev/kpbench/backends/iptables"
 	"kpbench.dev/kpbench/backends/nftables"
 	"kpbench.dev/kpbench/backends/perrule"
+	"kpbench.dev/kpbench/backends/userspace"
 )
 
 // Node says where a backend works: the node's name, namespace and a private directory
@@ -47,6 +48,9 @@ func registry() map[string]factory {
 		},
 		"iptables-perrule": func(n Node, s Settings) (backends.Backend, error) {
 			return perrule.New(perrule.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Flavor: iptables.FlavorLegacy, MasqueradeBit: s.MasqueradeBit}), nil
+		},
+		"userspace": func(n Node, s Settings) (backends.Backend, error) {
+			return userspace.New(userspace.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, LockFile: lockFile(n)})
 		},
 		"nftables": func(n Node, s Settings) (backends.Backend, error) {
 			return nftables.New(nftables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath})
