@@ -1,0 +1,367 @@
+//go:build linux
+
+// Package conformance runs kpbench's conformance suite: one scenario file per kube-proxy
+// e2e behaviour (the *.yaml files of this directory; manifests they share are in
+// manifests/), each a case, on every backend, and judges each case × backend as pass,
+// fail, skip, xfail (a failure the scenario declares in knownFailures) or xpass (a
+// declared failure that did not happen).
+//
+// Every expectation of a scenario must hold for its case to pass. A backend that cannot
+// even run an empty lab on this machine is skipped with the reason, never a crash.
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"kpbench.dev/kpbench/backends/all"
+	"kpbench.dev/kpbench/reports"
+	"kpbench.dev/kpbench/scenarios"
+)
+
+// DefaultDir is where the suite lives, relative to the repository root.
+const DefaultDir = "scenarios/conformance"
+
+// Outcome is the verdict on one case × backend.
+type Outcome string
+
+// Outcomes.
+const (
+	// Pass: every step and expectation held.
+	Pass Outcome = "pass"
+	// Fail: something failed that the scenario does not declare.
+	Fail Outcome = "fail"
+	// Skip: the backend cannot run on this machine (Reason says why).
+	Skip Outcome = "skip"
+	// XFail: the case failed on a backend its knownFailures names.
+	XFail Outcome = "xfail"
+	// XPass: the case passed on a backend its knownFailures names (the declaration is
+	// stale).
+	XPass Outcome = "xpass"
+)
+
+// Load reads the suite: every *.yaml file of dir (manifests/ holds no scenario), sorted by
+// scenario name, keeping those whose name matches the glob cases ("" or "*": all). Each
+// file is loaded and validated by scenarios.Load; knownFailures must name known backends.
+func Load(dir, cases string) ([]*scenarios.Scenario, error) {
+	if cases == "" {
+		cases = "*"
+	}
+	if _, err := filepath.Match(cases, ""); err != nil {
+		return nil, fmt.Errorf("cases pattern %q: %w", cases, err)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no scenario files (*.yaml) in %s", dir)
+	}
+	var out []*scenarios.Scenario
+	var errs []error
+	for _, f := range files {
+		sc, err := scenarios.Load(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for b := range sc.KnownFailures {
+			if !all.Valid(b) {
+				errs = append(errs, fmt.Errorf("%s: knownFailures: unknown backend %q (known: %s)", f, b, strings.Join(all.Names(), ", ")))
+			}
+		}
+		if ok, _ := filepath.Match(cases, sc.Name); ok {
+			out = append(out, sc)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no case of %s matches %q", dir, cases)
+	}
+	slices.SortFunc(out, func(a, b *scenarios.Scenario) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// Options say how to run the suite.
+type Options struct {
+	// Backends to run on (empty: all.Available()).
+	Backends []string
+	// Progress receives the runner's step lines (nil: discarded).
+	Progress io.Writer
+}
+
+// Result is one case on one backend.
+type Result struct {
+	// Case is the scenario's name; Description its e2e test name.
+	Case, Description string
+	// Backend the case ran on.
+	Backend string
+	// Outcome is the verdict; Reason says why for anything but a plain pass.
+	Outcome Outcome
+	Reason  string
+	// Duration is the wall time of the case on this backend (lab included).
+	Duration time.Duration
+	// Steps are the runner's cases: one per expectation and per failed step.
+	Steps []reports.Case
+}
+
+// Report is the whole suite's outcome.
+type Report struct {
+	// Backends and Cases are the matrix's columns and rows, in run order.
+	Backends, Cases []string
+	// Results has one entry per case × backend.
+	Results []Result
+	// Started and Finished bound the run.
+	Started, Finished time.Time
+}
+
+// Get returns the result of a case on a backend.
+func (r *Report) Get(name, backend string) (Result, bool) {
+	for _, res := range r.Results {
+		if res.Case == name && res.Backend == backend {
+			return res, true
+		}
+	}
+	return Result{}, false
+}
+
+// Failed reports whether any case failed (xfail, xpass and skip do not count).
+func (r *Report) Failed() bool {
+	for _, res := range r.Results {
+		if res.Outcome == Fail {
+			return true
+		}
+	}
+	return false
+}
+
+// Run runs every scenario on every backend. Each backend is first checked with an empty
+// lab; one that cannot run here has all its cases skipped with the reason. The error is
+// for ctx ending; failures are results.
+func Run(ctx context.Context, suite []*scenarios.Scenario, o Options) (*Report, error) {
+	if len(o.Backends) == 0 {
+		o.Backends = all.Available()
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	rep := &Report{Backends: o.Backends, Started: time.Now()}
+	for _, sc := range suite {
+		rep.Cases = append(rep.Cases, sc.Name)
+	}
+	for _, b := range o.Backends {
+		if !all.Valid(b) {
+			return nil, fmt.Errorf("backend %q: allowed values are %s", b, strings.Join(all.Names(), ", "))
+		}
+		if why := Preflight(ctx, b); why != "" {
+			for _, sc := range suite {
+				rep.Results = append(rep.Results, Result{Case: sc.Name, Description: sc.Description, Backend: b, Outcome: Skip, Reason: why})
+			}
+			continue
+		}
+		for _, sc := range suite {
+			if err := ctx.Err(); err != nil {
+				rep.Finished = time.Now()
+				return rep, err
+			}
+			rep.Results = append(rep.Results, RunCase(ctx, sc, b, o.Progress))
+		}
+	}
+	rep.Finished = time.Now()
+	return rep, ctx.Err()
+}
+
+// preflightScenario is the smallest lab: one node, nothing in the cluster.
+const preflightScenario = `apiVersion: kpbench.dev/v1alpha1
+kind: Scenario
+name: preflight
+topology: {nodes: 1, clients: 0}
+steps:
+- wait: {synced: true, timeout: 30s}
+`
+
+// Preflight returns why backend cannot run on this machine ("" when it can): it builds a
+// one-node lab with that backend and waits for its first sync.
+func Preflight(ctx context.Context, backend string) string {
+	sc, err := scenarios.ParseScenario("preflight", []byte(preflightScenario), "")
+	if err != nil {
+		return "preflight scenario: " + err.Error()
+	}
+	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}})
+	if err != nil {
+		return "cannot run here: " + firstLine(err.Error())
+	}
+	if scenarios.Failed(res) {
+		return "cannot run here: the first sync failed"
+	}
+	return ""
+}
+
+// RunCase runs one scenario on one backend and judges it, taking knownFailures into
+// account.
+func RunCase(ctx context.Context, sc *scenarios.Scenario, backend string, progress io.Writer) Result {
+	start := time.Now()
+	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: progress})
+	out := Result{Case: sc.Name, Description: sc.Description, Backend: backend, Outcome: Pass, Duration: time.Since(start)}
+	if res != nil {
+		out.Steps = res.Cases
+	}
+	out.Outcome, out.Reason = judge(sc, backend, out.Steps, err)
+	return out
+}
+
+// judge turns a run's step cases and error into an outcome, taking knownFailures into
+// account.
+func judge(sc *scenarios.Scenario, backend string, steps []reports.Case, runErr error) (Outcome, string) {
+	var failed []string
+	for _, c := range steps {
+		if c.Result == reports.CaseFail && c.Name != sc.Name { // the run-level case repeats a step's error
+			failed = append(failed, c.Name+": "+firstLine(c.Reason))
+		}
+	}
+	if runErr != nil && len(failed) == 0 {
+		failed = append(failed, firstLine(runErr.Error()))
+	}
+	known, declared := sc.KnownFailures[backend]
+	switch {
+	case len(failed) > 0 && declared:
+		return XFail, known + " (failed: " + strings.Join(failed, "; ") + ")"
+	case len(failed) > 0:
+		return Fail, strings.Join(failed, "; ")
+	case declared:
+		return XPass, "declared known failure did not happen: " + known
+	}
+	return Pass, ""
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " ..."
+	}
+	return s
+}
+
+// WriteMatrix prints the case × backend matrix: one row per case, one column per backend,
+// each cell the outcome (with the duration for a run case), then the reasons of every
+// cell that is not a plain pass.
+func (r *Report) WriteMatrix(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "CASE")
+	for _, b := range r.Backends {
+		fmt.Fprintf(tw, "\t%s", b)
+	}
+	fmt.Fprintln(tw)
+	counts := map[string]map[Outcome]int{}
+	for _, name := range r.Cases {
+		fmt.Fprint(tw, name)
+		for _, b := range r.Backends {
+			res, ok := r.Get(name, b)
+			cell := "-"
+			if ok {
+				cell = string(res.Outcome)
+				if res.Outcome != Skip {
+					cell += fmt.Sprintf(" (%.1fs)", res.Duration.Seconds())
+				}
+				if counts[b] == nil {
+					counts[b] = map[Outcome]int{}
+				}
+				counts[b][res.Outcome]++
+			}
+			fmt.Fprintf(tw, "\t%s", cell)
+		}
+		fmt.Fprintln(tw)
+	}
+	fmt.Fprint(tw, "TOTAL")
+	for _, b := range r.Backends {
+		var parts []string
+		for _, o := range []Outcome{Pass, Fail, XFail, XPass, Skip} {
+			if n := counts[b][o]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", n, o))
+			}
+		}
+		fmt.Fprintf(tw, "\t%s", strings.Join(parts, ", "))
+	}
+	fmt.Fprintln(tw)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var notes []string
+	for _, res := range r.Results {
+		if res.Outcome != Pass {
+			notes = append(notes, fmt.Sprintf("%s on %s: %s: %s", res.Case, res.Backend, res.Outcome, res.Reason))
+		}
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range notes {
+			fmt.Fprintln(w, n)
+		}
+	}
+	_, err := fmt.Fprintf(w, "%d cases × %d backends in %.1fs\n", len(r.Cases), len(r.Backends), r.Finished.Sub(r.Started).Seconds())
+	return err
+}
+
+// ReportResults turns the report into reports.Results for reports.WriteAll: one Case
+// per case × backend, named "<e2e test name> [<case>]". xfail is written as a skip and
+// xpass as a pass, both with the reason prefixed by their outcome; the evidence lists
+// every step's outcome.
+func (r *Report) ReportResults(ctx context.Context) *reports.Results {
+	res := &reports.Results{
+		SchemaVersion: reports.SchemaVersion, Environment: reports.CollectEnvironment(ctx),
+		Scenario: "conformance", Started: r.Started, Finished: r.Finished,
+	}
+	for _, x := range r.Results {
+		c := reports.Case{Name: x.Case, Backend: x.Backend, Reason: x.Reason, Duration: x.Duration}
+		if x.Description != "" {
+			c.Name = x.Description + " [" + x.Case + "]"
+		}
+		switch x.Outcome {
+		case Pass:
+			c.Result = reports.CasePass
+		case Fail:
+			c.Result = reports.CaseFail
+		case Skip:
+			c.Result = reports.CaseSkip
+		case XFail:
+			c.Result, c.Reason = reports.CaseSkip, "xfail: "+x.Reason
+		case XPass:
+			c.Result, c.Reason = reports.CasePass, "xpass: "+x.Reason
+		}
+		var ev strings.Builder
+		for _, s := range x.Steps {
+			fmt.Fprintf(&ev, "%s: %s", s.Name, s.Result)
+			if s.Reason != "" {
+				fmt.Fprintf(&ev, ": %s", s.Reason)
+			}
+			if s.Evidence != "" {
+				fmt.Fprintf(&ev, " (%s)", s.Evidence)
+			}
+			ev.WriteByte('\n')
+		}
+		c.Evidence = ev.String()
+		res.Cases = append(res.Cases, c)
+	}
+	return res
+}
+
+// Exists reports whether dir holds a suite (for a clear error before anything runs).
+func Exists(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("conformance suite: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("conformance suite: %s is not a directory", dir)
+	}
+	return nil
+}

@@ -1,0 +1,128 @@
+//go:build linux
+
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"kpbench.dev/kpbench/reports"
+	"kpbench.dev/kpbench/scenarios"
+)
+
+func TestLoadSuite(t *testing.T) {
+	suite, err := Load(".", "")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(suite), 19)
+	for _, sc := range suite {
+		assert.Contains(t, sc.Description, "[sig-network]", "%s: description must name the e2e test it mirrors", sc.Name)
+		assert.Equal(t, 2, sc.Topology.Nodes, "%s: the suite uses small labs", sc.Name)
+		for i, st := range sc.Steps {
+			if st.Expect != nil {
+				assert.NotEmpty(t, st.Name, "%s: expect step %d needs a name (it is a case in reports)", sc.Name, i)
+			}
+		}
+	}
+}
+
+func TestLoadFilters(t *testing.T) {
+	tests := []struct {
+		name, cases string
+		want        []string
+		wantErr     string
+	}{
+		{"glob", "session-affinity-*", []string{"session-affinity-clusterip", "session-affinity-nodeport", "session-affinity-switch", "session-affinity-timeout"}, ""},
+		{"exact", "hairpin", []string{"hairpin"}, ""},
+		{"no match", "nothing-*", nil, "no case"},
+		{"bad glob", "[", nil, "pattern"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			suite, err := Load(".", tt.cases)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			var names []string
+			for _, sc := range suite {
+				names = append(names, sc.Name)
+			}
+			assert.Equal(t, tt.want, names)
+		})
+	}
+}
+
+func TestLoadRejectsUnknownKnownFailureBackend(t *testing.T) {
+	dir := t.TempDir()
+	sc := "apiVersion: kpbench.dev/v1alpha1\nkind: Scenario\nname: x\nknownFailures: {nosuch: \"why\"}\nsteps:\n- wait: {synced: true}\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "x.yaml"), []byte(sc), 0o644))
+	_, err := Load(dir, "")
+	require.ErrorContains(t, err, `unknown backend "nosuch"`)
+}
+
+func TestJudge(t *testing.T) {
+	sc := &scenarios.Scenario{Name: "case", KnownFailures: map[string]string{"userspace": "source IP is lost"}}
+	pass := []reports.Case{{Name: "a", Result: reports.CasePass}}
+	fail := []reports.Case{{Name: "a", Result: reports.CasePass}, {Name: "b", Result: reports.CaseFail, Reason: "expected x"}, {Name: "case", Result: reports.CaseFail, Reason: "b: expected x"}}
+	tests := []struct {
+		name       string
+		backend    string
+		steps      []reports.Case
+		err        error
+		want       Outcome
+		wantReason string
+	}{
+		{"pass", "iptables", pass, nil, Pass, ""},
+		{"fail names the step", "iptables", fail, errors.New("b: expected x"), Fail, "b: expected x"},
+		{"bench error without step case", "iptables", nil, errors.New("lab: boom"), Fail, "lab: boom"},
+		{"declared failure", "userspace", fail, errors.New("b"), XFail, "source IP is lost"},
+		{"declared failure passes", "userspace", pass, nil, XPass, "did not happen: source IP is lost"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, reason := judge(sc, tt.backend, tt.steps, tt.err)
+			assert.Equal(t, tt.want, got)
+			assert.Contains(t, reason, tt.wantReason)
+			if tt.want == Fail {
+				assert.NotContains(t, reason, "case:", "the run-level case repeats the step's error")
+			}
+		})
+	}
+}
+
+func TestMatrixAndResults(t *testing.T) {
+	rep := &Report{
+		Backends: []string{"iptables", "ipvs"}, Cases: []string{"hairpin", "nodeport"},
+		Results: []Result{
+			{Case: "hairpin", Description: "[sig-network] hairpin", Backend: "iptables", Outcome: Pass},
+			{Case: "nodeport", Backend: "iptables", Outcome: XFail, Reason: "known"},
+			{Case: "hairpin", Backend: "ipvs", Outcome: Skip, Reason: "cannot run here: no IPVS"},
+			{Case: "nodeport", Backend: "ipvs", Outcome: Fail, Reason: "step: refused"},
+		},
+	}
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteMatrix(&b))
+	out := b.String()
+	for _, want := range []string{"CASE", "iptables", "ipvs", "hairpin", "xfail", "skip", "nodeport on ipvs: fail: step: refused", "hairpin on ipvs: skip: cannot run here: no IPVS"} {
+		assert.Contains(t, out, want)
+	}
+	assert.True(t, rep.Failed())
+
+	res := rep.ReportResults(context.Background())
+	require.Len(t, res.Cases, 4)
+	assert.Equal(t, "[sig-network] hairpin [hairpin]", res.Cases[0].Name)
+	assert.Equal(t, reports.CaseSkip, res.Cases[1].Result)
+	assert.Equal(t, "xfail: known", res.Cases[1].Reason)
+	assert.Equal(t, reports.CaseFail, res.Cases[3].Result)
+	var junit bytes.Buffer
+	require.NoError(t, reports.WriteJUnit(&junit, res))
+	assert.Contains(t, junit.String(), `failures="1"`)
+}
