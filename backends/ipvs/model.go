@@ -12,6 +12,8 @@
 //
 // IPVS needs a kernel built with CONFIG_IP_VS. New refuses with ErrNoIPVS when the node's
 // kernel has no IPVS generic-netlink family (moby/ipvs would otherwise silently do nothing).
+// Privileged tests skip on such a kernel, or fail when KPBENCH_REQUIRE_IPVS=1; run them in
+// the microVM (`kpbench vm run`, make test-vm).
 package ipvs
 
 import (
@@ -156,7 +158,9 @@ func (m *Model) add(vs *VirtualServer) {
 //     leave the state, so their established connections drain;
 //   - ClientIP affinity is persistence: FlagPersistent with Timeout = AffinityTimeoutSeconds;
 //   - a service port without endpoints keeps its virtual server with no real servers: IPVS
-//     then answers a new connection with ICMP port unreachable (connection refused).
+//     then answers a new connection with ICMP port unreachable, so the client gets
+//     "connection refused" at once (checked on a Debian 6.1 kernel: IcmpOutDestUnreachs
+//     grows; TestKernelTraffic asserts ECONNREFUSED).
 func Build(st *backends.State, scheduler string) *Model {
 	m := NewModel()
 	for _, sp := range st.Services {

@@ -11,15 +11,28 @@ const DefaultMasqueradeBit = 14
 
 // Chains of the constant iptables ruleset of the IPVS mode.
 const (
-	ChainServices           = "KUBE-SERVICES"
-	ChainPostrouting        = "KUBE-POSTROUTING"
-	ChainMarkMasq           = "KUBE-MARK-MASQ"
-	ChainNodePort           = "KUBE-NODE-PORT"
-	ChainLoadBalancer       = "KUBE-LOAD-BALANCER"
-	ChainForward            = "KUBE-FORWARD"
-	ChainProxyFirewall      = "KUBE-PROXY-FIREWALL"
-	ChainSourceRangesFW     = "KUBE-SOURCE-RANGES-FIREWALL"
-	ChainIPVSFilter         = "KUBE-IPVS-FILTER"
+	// ChainServices (nat) is entered from PREROUTING and OUTPUT: marks for masquerading and
+	// accepts service traffic matched by the ipsets.
+	ChainServices = "KUBE-SERVICES"
+	// ChainPostrouting (nat) masquerades marked traffic and hairpin connections.
+	ChainPostrouting = "KUBE-POSTROUTING"
+	// ChainMarkMasq (nat) sets the masquerade mark.
+	ChainMarkMasq = "KUBE-MARK-MASQ"
+	// ChainNodePort (nat: masquerade for node ports; filter: accept health-check ports).
+	ChainNodePort = "KUBE-NODE-PORT"
+	// ChainLoadBalancer (nat) masquerades load-balancer traffic unless its policy is Local.
+	ChainLoadBalancer = "KUBE-LOAD-BALANCER"
+	// ChainForward (filter) accepts forwarded service traffic.
+	ChainForward = "KUBE-FORWARD"
+	// ChainProxyFirewall (filter) sends load-balancer traffic with source ranges to
+	// ChainSourceRangesFW.
+	ChainProxyFirewall = "KUBE-PROXY-FIREWALL"
+	// ChainSourceRangesFW (filter) drops load-balancer traffic from outside the source ranges.
+	ChainSourceRangesFW = "KUBE-SOURCE-RANGES-FIREWALL"
+	// ChainIPVSFilter (filter) rejects new connections to a kube-ipvs0 address on a port
+	// that is no service.
+	ChainIPVSFilter = "KUBE-IPVS-FILTER"
+
 	commentClusterIPMasq    = `"Kubernetes service cluster ip + port for masquerade purpose"`
 	commentLoadBalancerPort = `"Kubernetes service lb portal"`
 )
