@@ -76,7 +76,7 @@ modprobe -a xt_comment xt_mark xt_MASQUERADE xt_conntrack xt_statistic xt_addrty
 	xt_multiport xt_tcpudp xt_set xt_ipvs xt_physdev xt_recent || say "some xt modules are missing"
 modprobe -a ip_set ip_set_hash_ip ip_set_hash_ipport ip_set_hash_ipportip ip_set_hash_ipportnet \
 	ip_set_hash_net ip_set_bitmap_port || say "some ipset modules are missing"
-modprobe -a dummy veth bridge br_netfilter || say "some link modules are missing"
+modprobe -a dummy veth bridge br_netfilter xfrm_user || say "some link or netlink modules are missing"
 modprobe ip_vs || say "ip_vs is missing"
 for s in rr wrr lc wlc lblc lblcr sh dh sed nq mh fo ovf twos; do
 	[ -n "$(find /lib/modules/$KVER -name ip_vs_$s.ko 2>/dev/null)" ] && modprobe ip_vs_$s

@@ -49,6 +49,8 @@ func moduleFiles() []string {
 		"kernel/crypto/crc32c_generic.ko",
 		// -m string
 		"kernel/lib/ts_bm.ko", "kernel/lib/ts_kmp.ko", "kernel/lib/ts_fsm.ko",
+		// vishvananda/netlink handles open a NETLINK_XFRM socket unless told the families.
+		"kernel/net/xfrm/xfrm_user.ko",
 		"kernel/drivers/char/virtio_console.ko", "kernel/drivers/char/hw_random/virtio-rng.ko",
 	}
 }

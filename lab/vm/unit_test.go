@@ -3,6 +3,7 @@
 package vm
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -282,22 +283,49 @@ func TestExtractVmlinux(t *testing.T) {
 	if err != nil {
 		t.Skip("needs xz")
 	}
-	dir := t.TempDir()
 	elfData := []byte("\x7fELF fake kernel body")
-	c := exec.Command(xz, "-c")
-	c.Stdin = strings.NewReader(string(elfData))
-	compressed, err := c.Output()
-	require.NoError(t, err)
-	// A bzImage: a setup header, the XZ stream, then trailing data that xz must ignore.
-	bz := append(append([]byte("MZ setup code\x00\x01"), compressed...), []byte("trailing junk")...)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "vmlinuz"), bz, 0o644))
-	require.NoError(t, extractVmlinux(t.Context(), xz, filepath.Join(dir, "vmlinuz"), filepath.Join(dir, "vmlinux")))
-	got, err := os.ReadFile(filepath.Join(dir, "vmlinux"))
-	require.NoError(t, err)
-	assert.Equal(t, elfData, got)
-
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad"), []byte("no stream"), 0o644))
-	assert.ErrorContains(t, extractVmlinux(t.Context(), xz, filepath.Join(dir, "bad"), filepath.Join(dir, "out")), "no XZ stream")
+	tests := []struct {
+		name, compressor string
+		payload          []byte // nil: compress elfData with compressor
+		wantErr          string
+	}{
+		{name: "xz", compressor: "xz"},
+		{name: "zstd", compressor: "zstd"},
+		{name: "no stream", payload: []byte("no stream here"), wantErr: "no XZ or zstd stream"},
+		{name: "not an ELF", compressor: "xz", payload: []byte("plain text"), wantErr: "not an ELF"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			payload := tt.payload
+			if tt.compressor != "" {
+				prog, err := exec.LookPath(tt.compressor)
+				if err != nil {
+					t.Skip("needs " + tt.compressor)
+				}
+				if payload == nil {
+					payload = elfData
+				}
+				c := exec.Command(prog, "-c")
+				c.Stdin = bytes.NewReader(payload)
+				payload, err = c.Output()
+				require.NoError(t, err)
+			}
+			// A bzImage: setup code, the compressed stream, then a trailing size word.
+			bz := append(append([]byte("MZ setup code\x00\x01"), payload...), 0x10, 0x20, 0x30, 0x00)
+			in, out := filepath.Join(dir, "vmlinuz"), filepath.Join(dir, "vmlinux")
+			require.NoError(t, os.WriteFile(in, bz, 0o644))
+			err := extractVmlinux(t.Context(), xz, in, out)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			got, err := os.ReadFile(out)
+			require.NoError(t, err)
+			assert.Equal(t, elfData, got)
+		})
+	}
 }
 
 func TestLookTools(t *testing.T) {
