@@ -279,6 +279,26 @@ func TestKernelCleanupLeavesNothing(t *testing.T) {
 	assert.True(t, res.Full)
 }
 
+// TestKernelSchedulers checks that the kernel takes every scheduler New accepts, and that
+// switching the scheduler of a node updates its virtual servers in place.
+func TestKernelSchedulers(t *testing.T) {
+	requireIPVS(t)
+	testutil.RequireBinary(t, "ipset", "iptables-nft-restore", "iptables-nft-save")
+	_, path := testutil.NewNetNS(t)
+	ctx := context.Background()
+	st := state(svc("a", backends.TCP, "172.30.0.1", 80, ep("10.1.0.1:80", false), ep("10.1.0.2:80", false)))
+	for _, sched := range Schedulers() {
+		t.Run(sched, func(t *testing.T) {
+			b, err := New(Options{NodeName: "node-1", NetNSPath: path, Scheduler: sched})
+			require.NoError(t, err)
+			defer b.Close()
+			_, err = b.Sync(ctx, st)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"TCP/172.30.0.1:80 " + sched + " 10.1.0.1:80=1 10.1.0.2:80=1"}, kernelModel(t, path))
+		})
+	}
+}
+
 // TestKernelTraffic checks the data path from the node itself: a service with an endpoint
 // answers through IPVS, one without endpoints refuses at once (IPVS answers ICMP port
 // unreachable), as the e2e test "should be rejected when no endpoints exist" expects.
