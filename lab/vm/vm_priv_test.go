@@ -30,7 +30,7 @@ func privConfig(t *testing.T) Config {
 }
 
 // TestRunInVM boots the VM once per case and checks the exit status, the streamed output,
-// the guest kernel's IPVS and the writable working directory.
+// the guest kernel's IPVS modules, the labels and the writable directory (three boots).
 func TestRunInVM(t *testing.T) {
 	cfg := privConfig(t)
 	ctx := context.Background()
@@ -47,12 +47,12 @@ func TestRunInVM(t *testing.T) {
 		wantOut  string
 		wantErr  string
 	}{
-		{"ipvs proc file", []string{"/bin/sh", "-c", "cat /proc/net/ip_vs >/dev/null && echo ok"}, 0, "ok\n", ""},
-		{"failing command", []string{"/bin/sh", "-c", "echo bad >&2; exit 7"}, 7, "", "bad\n"},
-		{"modules and labels", []string{"/bin/sh", "-c",
-			`grep -q '^ip_vs ' /proc/modules && grep -q '^ip_vs_mh ' /proc/modules && grep -q '^br_netfilter ' /proc/modules &&
+		{"ipvs, modules and labels", []string{"/bin/sh", "-c",
+			`cat /proc/net/ip_vs >/dev/null && echo ok &&
+			 grep -q '^ip_vs ' /proc/modules && grep -q '^ip_vs_mh ' /proc/modules && grep -q '^br_netfilter ' /proc/modules &&
 			 echo "$KPBENCH_IN_VM $KPBENCH_VM_ACCEL $KPBENCH_VM_KERNEL $(uname -r)" && echo result >` + filepath.Join(out, "r.txt")},
-			0, "1 tcg " + DefaultKernel + " " + DefaultKernel + "-amd64\n", ""},
+			0, "ok\n1 tcg " + DefaultKernel + " " + DefaultKernel + "-amd64\n", ""},
+		{"failing command", []string{"/bin/sh", "-c", "echo bad >&2; exit 7"}, 7, "", "bad\n"},
 		{"missing binary", []string{"/nonexistent/x"}, 127, "", "not found"},
 	}
 	for _, tc := range tests {
