@@ -18,6 +18,7 @@ import (
 	"time"
 
 	mipvs "github.com/moby/ipvs"
+	"github.com/ti-mo/conntrack"
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -160,7 +161,8 @@ func (b *Backend) errorf(format string, args ...any) error {
 // desired. The diff is always taken against the kernel: a full sync (the first, after an
 // error or ForceFullSync) reads every virtual server and its real servers; a partial one
 // reads every virtual server but the real servers only of service ports that changed since
-// the last sync, and rewrites only ipsets whose entries changed. The sysctls and the constant
+// the last sync, and rewrites only ipsets whose entries changed. UDP conntrack entries of
+// removed real servers and virtual servers are deleted afterwards (StaleUDPFlows). The sysctls and the constant
 // iptables ruleset are written on full syncs (and when the cluster CIDR or masqueradeAll
 // changes).
 func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.SyncResult, error) {
@@ -248,6 +250,11 @@ func (b *Backend) sync(ctx context.Context, desired *backends.State) (backends.S
 		}
 	}
 	b.lastCfg = cfg
+	flows := StaleUDPFlows(plan, want, have, only)
+	if err := b.clearConntrack(ctx, flows); err != nil {
+		res.Apply += time.Since(applyStart)
+		return res, err
+	}
 	res.Apply += time.Since(applyStart)
 
 	vs, rs := want.Counts()
@@ -590,6 +597,42 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 		return fmt.Errorf("cleanup %s ipvs: %w", b.opts.NodeName, err)
 	}
 	return nil
+}
+
+// clearConntrack deletes the UDP conntrack entries flows select, on a netlink socket opened
+// inside the node's namespace.
+//
+// Equivalent to: `conntrack -D -p udp --orig-dst $vip --orig-port-dst $port [--reply-src $rs]`.
+func (b *Backend) clearConntrack(ctx context.Context, flows []StaleFlow) error {
+	if len(flows) == 0 {
+		return nil
+	}
+	return netns.Do(b.opts.NetNSPath, func() error {
+		conn, err := conntrack.Dial(nil)
+		if err != nil {
+			return fmt.Errorf("conntrack dial: %w", err)
+		}
+		defer conn.Close()
+		entries, err := conn.Dump(nil)
+		if err != nil {
+			return fmt.Errorf("conntrack dump: %w", err)
+		}
+		var errs []error
+		for _, f := range entries {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			origDst := netip.AddrPortFrom(f.TupleOrig.IP.DestinationAddress, f.TupleOrig.Proto.DestinationPort)
+			replySrc := netip.AddrPortFrom(f.TupleReply.IP.SourceAddress, f.TupleReply.Proto.SourcePort)
+			if !matchFlow(flows, f.TupleOrig.Proto.Protocol, origDst, replySrc) {
+				continue
+			}
+			if err := conn.Delete(f); err != nil && !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, fmt.Errorf("conntrack delete %s -> %s: %w", origDst, replySrc, err))
+			}
+		}
+		return errors.Join(errs...)
+	})
 }
 
 // chainsExist reports whether any of our chains is in the nat or filter table.

@@ -170,3 +170,69 @@ func TestDiffOfBuiltModelAgainstItselfIsEmpty(t *testing.T) {
 	assert.Equal(t, 4, svcs)
 	assert.Equal(t, 6, dests)
 }
+
+func TestStaleUDPFlows(t *testing.T) {
+	tests := []struct {
+		name             string
+		desired, current *Model
+		only             map[ServiceKey]bool
+		want             []StaleFlow
+	}{
+		{
+			name:    "removed UDP real server",
+			desired: model(nil, "UDP/172.30.0.10:53 rr 10.1.0.1:53=1"),
+			current: model(nil, "UDP/172.30.0.10:53 rr 10.1.0.1:53=1 10.1.0.2:53=1"),
+			want:    []StaleFlow{{Dst: ap("172.30.0.10:53"), ReplySrc: ap("10.1.0.2:53")}},
+		},
+		{
+			name:    "TCP and terminating (weight 0) real servers keep their entries",
+			desired: model(nil, "UDP/172.30.0.10:53 rr 10.1.0.1:53=1 10.1.0.2:53=0", "TCP/172.30.0.11:80 rr"),
+			current: model(nil, "UDP/172.30.0.10:53 rr 10.1.0.1:53=1 10.1.0.2:53=1", "TCP/172.30.0.11:80 rr 10.1.0.3:80=1"),
+		},
+		{
+			name:    "removed UDP virtual server",
+			desired: model(nil),
+			current: model(nil, "UDP/172.30.0.10:53 rr 10.1.0.1:53=1"),
+			want:    []StaleFlow{{Dst: ap("172.30.0.10:53")}},
+		},
+		{
+			name:    "UDP virtual server gets its first real server, or is new with one",
+			desired: model(nil, "UDP/172.30.0.10:53 rr 10.1.0.1:53=1", "UDP/172.30.0.12:53 rr 10.1.0.1:53=1", "UDP/172.30.0.13:53 rr"),
+			current: model(nil, "UDP/172.30.0.10:53 rr"),
+			want:    []StaleFlow{{Dst: ap("172.30.0.10:53")}, {Dst: ap("172.30.0.12:53")}},
+		},
+		{
+			name:    "partial: real servers not read are not taken for empty",
+			desired: model(nil, "UDP/172.30.0.10:53 rr 10.1.0.1:53=1"),
+			current: model(nil, "UDP/172.30.0.10:53 rr"),
+			only:    map[ServiceKey]bool{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Diff(tt.desired, tt.current, tt.only)
+			assert.Equal(t, tt.want, StaleUDPFlows(p, tt.desired, tt.current, tt.only))
+		})
+	}
+}
+
+func TestMatchFlow(t *testing.T) {
+	flows := []StaleFlow{{Dst: ap("172.30.0.10:53"), ReplySrc: ap("10.1.0.2:53")}, {Dst: ap("172.30.0.11:53")}}
+	tests := []struct {
+		name              string
+		proto             uint8
+		origDst, replySrc string
+		want              bool
+	}{
+		{"removed endpoint", 17, "172.30.0.10:53", "10.1.0.2:53", true},
+		{"other endpoint of the service", 17, "172.30.0.10:53", "10.1.0.1:53", false},
+		{"any reply source", 17, "172.30.0.11:53", "10.1.0.9:53", true},
+		{"TCP is never cleared", 6, "172.30.0.11:53", "10.1.0.9:53", false},
+		{"other service", 17, "172.30.0.12:53", "10.1.0.2:53", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, matchFlow(flows, tt.proto, ap(tt.origDst), ap(tt.replySrc)))
+		})
+	}
+}

@@ -279,6 +279,35 @@ func TestKernelCleanupLeavesNothing(t *testing.T) {
 	assert.True(t, res.Full)
 }
 
+// TestKernelUDPConntrackCleanup checks that a sync deletes the UDP conntrack entries of a
+// removed real server, and only those.
+func TestKernelUDPConntrackCleanup(t *testing.T) {
+	b, path := kernelBackend(t, Options{})
+	testutil.RequireBinary(t, "conntrack")
+	ctx := context.Background()
+	st := state(svc("dns", backends.UDP, "172.30.0.10", 53, ep("10.1.0.1:53", false), ep("10.1.0.2:53", false)))
+	_, err := b.Sync(ctx, st)
+	require.NoError(t, err)
+	for i, rs := range []string{"10.1.0.1", "10.1.0.2"} {
+		sport := fmt.Sprint(40000 + i)
+		run(t, path, "conntrack", "-I", "-p", "udp", "-s", "10.9.0.1", "-d", "172.30.0.10", "--sport", sport, "--dport", "53",
+			"--reply-src", rs, "--reply-dst", "10.9.0.1", "--reply-port-src", "53", "--reply-port-dst", sport, "-t", "120")
+	}
+	listed := func() string {
+		res, err := netns.Exec(ctx, path, netns.Command{Path: "conntrack", Args: []string{"-L", "-p", "udp"}})
+		require.NoError(t, err)
+		return string(res.Stdout)
+	}
+	require.Contains(t, listed(), "src=10.1.0.2")
+
+	st.Services[0].Endpoints = st.Services[0].Endpoints[:1]
+	_, err = b.Sync(ctx, st)
+	require.NoError(t, err)
+	out := listed()
+	assert.NotContains(t, out, "src=10.1.0.2", "the removed real server's entry is gone")
+	assert.Contains(t, out, "src=10.1.0.1", "the remaining real server's entry stays")
+}
+
 // TestKernelSchedulers checks that the kernel takes every scheduler New accepts, and that
 // switching the scheduler of a node updates its virtual servers in place.
 func TestKernelSchedulers(t *testing.T) {
