@@ -297,7 +297,7 @@ func validateWait(w *WaitStep, p *field.Path) field.ErrorList {
 	case w.Synced && w.Duration != nil:
 		errs = append(errs, field.Forbidden(p, "set either synced or duration, not both"))
 	case !w.Synced && w.Duration == nil:
-		errs = append(errs, field.Required(p.Child("synced"), "synced: true, or a duration to wait"))
+		errs = append(errs, field.Required(p.Child("synced"), "must be true (wait until synced), or set a duration to wait"))
 	case w.Duration != nil && w.Timeout != nil:
 		errs = append(errs, field.Forbidden(p.Child("timeout"), "a fixed duration has no timeout"))
 	case w.Duration != nil && w.Duration.Duration > MaxWaitDuration:
