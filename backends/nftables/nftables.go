@@ -154,6 +154,14 @@ func newBackend(opts Options, nft knftables.Interface, k kernel) *Backend {
 // Name returns "nftables".
 func (b *Backend) Name() string { return Name }
 
+// ForceFullSync makes the next sync full (the agent's periodic resync; measurements of
+// full sync cost).
+func (b *Backend) ForceFullSync() {
+	b.mu.Lock()
+	b.needFull = true
+	b.mu.Unlock()
+}
+
 // wrap adds the node, backend and operation to err.
 func (b *Backend) wrap(op string, err error) error {
 	return fmt.Errorf("%s %s %s: %w", op, b.opts.NodeName, Name, err)

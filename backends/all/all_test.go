@@ -1,0 +1,33 @@
+//go:build linux
+
+package all
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"kpbench.dev/kpbench/internal/testutil"
+)
+
+// TestEveryBackendCanBeForcedFull: the agent's periodic resync and the full-sync
+// measurement rely on it; a backend without it silently measures a no-op sync.
+func TestEveryBackendCanBeForcedFull(t *testing.T) {
+	_, nsPath := testutil.NewNetNS(t) // some backends probe their tools at construction
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			b, err := New(name, Node{Name: "node-0", NetNSPath: nsPath, StateDir: t.TempDir()}, Settings{})
+			require.NoError(t, err)
+			require.Equal(t, name, b.Name())
+			_, ok := b.(interface{ ForceFullSync() })
+			assert.True(t, ok, "%s has no ForceFullSync", name)
+		})
+	}
+}
+
+func TestUnknownBackend(t *testing.T) {
+	_, err := New("bogus", Node{}, Settings{})
+	assert.ErrorContains(t, err, "allowed values are")
+	assert.NotContains(t, Available(), "iptables-perrule")
+}
