@@ -45,6 +45,23 @@ func TestIPSetGolden(t *testing.T) {
 	}
 }
 
+func TestIPSetsLeaveIPv6Out(t *testing.T) {
+	st := state(
+		with(svc("dual", backends.TCP, "172.30.0.9", 80, ep("[fd00::1]:80", true)), func(sp *backends.ServicePort) {
+			sp.ExternalIPs = []netip.Addr{ip("2001:db8::9")}
+			sp.LoadBalancerIPs = []netip.Addr{ip("2001:db8::10"), ip("198.51.100.9")}
+			sp.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("192.0.2.0/24")}
+		}),
+		svc("v6", backends.TCP, "fd00:30::9", 80),
+	)
+	var b strings.Builder
+	BuildSets(st).WriteRestore(&b, nil)
+	for _, v6 := range []string{"fd00", "2001:db8"} {
+		assert.NotContains(t, b.String(), v6, "no IPv6 entry in family inet sets")
+	}
+	assert.Contains(t, b.String(), "add KUBE-LOAD-BALANCER-SOURCE-CIDR 198.51.100.9,tcp:80,192.0.2.0/24\n")
+}
+
 func TestIPSetPartialWritesChangedSetsOnly(t *testing.T) {
 	old := BuildSets(mixedState())
 	st := mixedState()

@@ -81,7 +81,7 @@ func SetSpecs() []SetSpec {
 type Sets map[string][]string
 
 // BuildSets computes the entries of every ipset from a node's state, as kube-proxy's IPVS
-// proxier fills them. SCTP node ports (kube-proxy's hash:ip,port SCTP sets) are not modelled.
+// proxier fills them (IPv4 only). SCTP node ports (kube-proxy's hash:ip,port SCTP sets) are not modelled.
 func BuildSets(st *backends.State) Sets {
 	s := Sets{}
 	for _, spec := range SetSpecs() {
@@ -89,16 +89,22 @@ func BuildSets(st *backends.State) Sets {
 	}
 	add := func(set, entry string) { s[set] = append(s[set], entry) }
 	for _, sp := range st.Services {
+		if !sp.ClusterIP.Is4() {
+			continue // IPv4 only, like Build
+		}
 		proto := sp.Protocol().Lower()
 		ipPort := func(ip netip.Addr, port int32) string { return fmt.Sprintf("%s,%s:%d", ip, proto, port) }
 		add(SetClusterIP, ipPort(sp.ClusterIP, sp.Port))
 		add(SetIPVSIPs, sp.ClusterIP.String())
 		for _, ep := range sp.Endpoints {
-			if ep.IsLocal {
+			if ep.IsLocal && ep.IP.Is4() {
 				add(SetLoopBack, fmt.Sprintf("%s,%s:%d,%s", ep.IP, proto, ep.Port, ep.IP))
 			}
 		}
 		for _, ip := range sp.ExternalIPs {
+			if !ip.Is4() {
+				continue
+			}
 			add(SetIPVSIPs, ip.String())
 			if sp.ExternalPolicyLocal {
 				add(SetExternalIPLocal, ipPort(ip, sp.Port))
@@ -107,6 +113,9 @@ func BuildSets(st *backends.State) Sets {
 			}
 		}
 		for _, ip := range sp.LoadBalancerIPs {
+			if !ip.Is4() {
+				continue
+			}
 			add(SetIPVSIPs, ip.String())
 			add(SetLoadBalancer, ipPort(ip, sp.Port))
 			if sp.ExternalPolicyLocal {
@@ -115,6 +124,9 @@ func BuildSets(st *backends.State) Sets {
 			if len(sp.LoadBalancerSourceRanges) > 0 {
 				add(SetLoadBalancerFW, ipPort(ip, sp.Port))
 				for _, cidr := range sp.LoadBalancerSourceRanges {
+					if !cidr.Addr().Is4() {
+						continue
+					}
 					add(SetLoadBalancerSourceCIDR, fmt.Sprintf("%s,%s", ipPort(ip, sp.Port), cidr))
 				}
 			}

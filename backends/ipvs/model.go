@@ -146,7 +146,7 @@ func (m *Model) add(vs *VirtualServer) {
 }
 
 // Build computes the desired IPVS model of a node from its state, as kube-proxy's IPVS
-// proxier does on every sync:
+// proxier does on every sync (IPv4 only: IPv6 addresses are left out):
 //
 //   - ClusterIP:port, each externalIP:port and each load-balancer IP:port is a virtual
 //     server, and the address is bound to kube-ipvs0;
@@ -164,6 +164,9 @@ func (m *Model) add(vs *VirtualServer) {
 func Build(st *backends.State, scheduler string) *Model {
 	m := NewModel()
 	for _, sp := range st.Services {
+		if !sp.ClusterIP.Is4() {
+			continue // IPv4 only
+		}
 		c := backends.CategorizeEndpoints(sp)
 		internal, external := c.Cluster, c.Cluster
 		if sp.InternalPolicyLocal {
@@ -186,11 +189,17 @@ func Build(st *backends.State, scheduler string) *Model {
 		m.add(mk(sp.ClusterIP, sp.Port, internal, sp.InternalPolicyLocal))
 		m.Addrs[sp.ClusterIP] = true
 		for _, ip := range append(slices.Clone(sp.ExternalIPs), sp.LoadBalancerIPs...) {
+			if !ip.Is4() {
+				continue
+			}
 			m.add(mk(ip, sp.Port, external, sp.UsesLocalExternal()))
 			m.Addrs[ip] = true
 		}
 		if sp.NodePort != 0 {
 			for _, ip := range st.NodeIPs {
+				if !ip.Is4() {
+					continue
+				}
 				m.add(mk(ip, sp.NodePort, external, sp.UsesLocalExternal()))
 			}
 		}
@@ -203,10 +212,12 @@ func Build(st *backends.State, scheduler string) *Model {
 func dests(sp *backends.ServicePort, used []backends.Endpoint, localOnly bool) map[netip.AddrPort]int {
 	d := make(map[netip.AddrPort]int, len(used))
 	for _, ep := range used {
-		d[ep.AddrPort()] = 1
+		if ep.IP.Is4() {
+			d[ep.AddrPort()] = 1
+		}
 	}
 	for _, ep := range sp.Endpoints {
-		if !ep.Terminating || (localOnly && !ep.IsLocal) {
+		if !ep.IP.Is4() || !ep.Terminating || (localOnly && !ep.IsLocal) {
 			continue
 		}
 		if _, ok := d[ep.AddrPort()]; !ok {

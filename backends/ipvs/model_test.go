@@ -159,6 +159,21 @@ func TestBuild(t *testing.T) {
 			want:  []string{"TCP/172.30.0.8:80 rr"},
 			addrs: []string{"172.30.0.8"},
 		},
+		{
+			name: "IPv6 addresses are left out", scheduler: "rr",
+			st: func() *backends.State {
+				st := state(
+					with(svc("dual", backends.TCP, "172.30.0.9", 80, ep("10.1.0.1:80", false), ep("[fd00::1]:80", false)), func(sp *backends.ServicePort) {
+						sp.NodePort, sp.ExternalIPs = 30009, []netip.Addr{ip("2001:db8::9")}
+					}),
+					svc("v6", backends.TCP, "fd00:30::9", 80, ep("[fd00::2]:80", false)),
+				)
+				st.NodeIPs = append(st.NodeIPs[:1], ip("fd00:1::1"))
+				return st
+			}(),
+			want:  []string{"TCP/172.30.0.9:80 rr 10.1.0.1:80=1", "TCP/192.168.0.1:30009 rr 10.1.0.1:80=1"},
+			addrs: []string{"172.30.0.9"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
