@@ -63,6 +63,9 @@ func Sync(ctx context.Context, tb *testbed.Testbed, full bool, repeats int, chan
 			if err != nil {
 				return nil, err
 			}
+			if !r.Result.Full {
+				return nil, fmt.Errorf("sync: %s was asked for a full sync and did a partial one", tb.Backend())
+			}
 			rec = r
 		} else {
 			before := len(ag.Records())
