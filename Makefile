@@ -11,7 +11,7 @@ TEST_FLAGS ?= -count=1 -timeout 25m
 COMMIT    := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X kpbench.dev/kpbench/internal/version.Commit=$(COMMIT)
 
-.PHONY: all deps build test lint fmt bench scale clean fuzz
+.PHONY: all deps build test test-vm lint fmt bench scale clean fuzz
 
 all: build
 
@@ -24,9 +24,15 @@ build:
 	@mkdir -p bin
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/kpbench
 
-## test: vet, staticcheck and every test (privileged ones skip unless root)
+## test: vet, staticcheck and every test (privileged ones skip unless root), then the
+## IPVS tests inside the microVM (this kernel has no IPVS)
 test: deps build lint
 	$(GO) test $(TEST_FLAGS) ./...
+	$(MAKE) test-vm
+
+## test-vm: the tests that need IPVS, run inside the microVM (lab/vm), where they must not skip
+test-vm: build
+	KPBENCH_REQUIRE_IPVS=1 $(GO) test $(TEST_FLAGS) -exec "$(abspath $(BIN)) vm exec --" ./backends/ipvs/
 
 ## lint: gofmt, go vet, staticcheck
 lint:

@@ -1,32 +1,35 @@
 #!/usr/bin/env bash
-# Installs the Debian packages kpbench needs, idempotently: nothing is fetched when every tool
-# is already present. Used by `make deps` (and so by `make test` and `make bench`), by CI and by
-# the Vagrantfile's provisioning, so the three never drift apart.
+# Installs the Debian packages kpbench needs, idempotently: nothing is fetched when every
+# package is already installed. Used by `make deps` (and so by `make test` and `make bench`),
+# by CI and by the Vagrantfile's provisioning, so the three never drift apart.
 set -euo pipefail
 
-# tool on PATH -> Debian package that provides it
-declare -A want=(
-  [iptables]=iptables
-  [iptables-legacy]=iptables
-  [nft]=nftables
-  [ipset]=ipset
-  [conntrack]=conntrack
-  [ip]=iproute2
-  [ipvsadm]=ipvsadm
-  [curl]=curl
+packages=(
+  iptables          # iptables-nft and iptables-legacy, their -restore and -save
+  nftables          # nft
+  ipset
+  conntrack
+  iproute2          # ip, for `kpbench lab exec NAME HOST -- ip ...` and debugging
+  ipvsadm           # to inspect IPVS (ipvsadm -Ln)
+  curl              # the echo servers speak HTTP/1.1
+  # the microVM that gives IPVS a kernel (lab/vm): qemu under TCG and a busybox initramfs
+  qemu-system-x86
+  busybox-static
+  cpio
+  kmod
+  xz-utils
+  zstd
+  binutils
 )
+# Extra packages, asked for by name: KPBENCH_EXTRA_PACKAGES="chromium".
+read -r -a extra <<< "${KPBENCH_EXTRA_PACKAGES:-}"
 missing=()
-for tool in "${!want[@]}"; do
-  command -v "$tool" >/dev/null 2>&1 || missing+=("${want[$tool]}")
-done
-# Extra package sets, asked for by name: KPBENCH_EXTRA_PACKAGES="chromium qemu-system-x86".
-for pkg in ${KPBENCH_EXTRA_PACKAGES:-}; do
+for pkg in "${packages[@]}" "${extra[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
-mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: need root to install: ${missing[*]}" >&2
   exit 1
