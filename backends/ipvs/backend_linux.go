@@ -546,8 +546,9 @@ func (b *Backend) writeRules(ctx context.Context, cfg RulesConfig) (int, error) 
 // Cleanup removes every virtual server, kube-ipvs0, the iptables chains and jumps, and the
 // ipsets, like `kube-proxy --cleanup` for IPVS mode. The next Sync is full.
 //
-// Equivalent to: `ipvsadm -C; ip link del kube-ipvs0; iptables-restore --noflush` (remove
-// jumps, flush and delete chains)`; ipset destroy $set` for each set.
+// Equivalent to: `ipvsadm -C; ip link del kube-ipvs0`, then `iptables-nft-restore --noflush`
+// of WriteCleanup (remove the jumps, flush and delete the chains), then `ipset destroy $set`
+// for each set.
 func (b *Backend) Cleanup(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
