@@ -32,7 +32,7 @@ test: deps build lint
 
 ## test-vm: the tests that need IPVS, run inside the microVM (lab/vm), where they must not skip
 test-vm: build
-	KPBENCH_REQUIRE_IPVS=1 $(GO) test $(TEST_FLAGS) -exec "$(abspath $(BIN)) vm exec --" ./backends/ipvs/
+	KPBENCH_REQUIRE_IPVS=1 $(GO) test $(TEST_FLAGS) -exec "$(abspath $(BIN)) vm exec --" ./backends/ipvs/ ./backends/all/
 
 ## lint: gofmt, go vet, staticcheck
 lint:

@@ -12,6 +12,7 @@ import (
 
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/iptables"
+	"kpbench.dev/kpbench/backends/ipvs"
 	"kpbench.dev/kpbench/backends/nftables"
 	"kpbench.dev/kpbench/backends/perrule"
 	"kpbench.dev/kpbench/backends/userspace"
@@ -49,6 +50,9 @@ func registry() map[string]factory {
 		"iptables-perrule": func(n Node, s Settings) (backends.Backend, error) {
 			return perrule.New(perrule.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Flavor: iptables.FlavorLegacy, MasqueradeBit: s.MasqueradeBit}), nil
 		},
+		"ipvs": func(n Node, s Settings) (backends.Backend, error) {
+			return ipvs.New(ipvs.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Scheduler: s.Scheduler, MasqueradeBit: s.MasqueradeBit})
+		},
 		"userspace": func(n Node, s Settings) (backends.Backend, error) {
 			return userspace.New(userspace.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, LockFile: lockFile(n)})
 		},
@@ -84,14 +88,22 @@ func Valid(name string) bool {
 }
 
 // Available returns the backends that `--backend all` means: every backend that runs on
-// this machine's kernel, except iptables-perrule, which reproduces the 2017 one-call-per-rule
-// behaviour and would take hours at the ladder's sizes (name it explicitly).
+// this machine's kernel (ipvs only where the kernel has IPVS: inside `kpbench vm run`),
+// except iptables-perrule, which reproduces the 2017 one-call-per-rule behaviour and would
+// take hours at the ladder's sizes (name it explicitly).
 func Available() []string {
 	var out []string
 	for _, n := range Names() {
-		if n != "iptables-perrule" {
+		switch {
+		case n == "iptables-perrule":
+		case n == "ipvs" && !HasIPVS():
+		default:
 			out = append(out, n)
 		}
 	}
 	return out
 }
+
+// HasIPVS reports whether this kernel has IPVS (asks for the IPVS generic netlink family
+// in the process's own namespace: a query, nothing is written).
+func HasIPVS() bool { return ipvs.Probe("/proc/self/ns/net") == nil }
