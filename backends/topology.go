@@ -41,7 +41,10 @@ func CategorizeEndpoints(sp *ServicePort) Categorized {
 	any := func(Endpoint) bool { return true }
 	local := func(ep Endpoint) bool { return ep.IsLocal }
 	var c Categorized
-	needCluster := !sp.InternalPolicyLocal || (sp.ExternallyAccessible() && !sp.ExternalPolicyLocal)
+	// kube-proxy's UsesClusterEndpoints: an externally accessible port needs its cluster
+	// endpoints even when both policies are Local (its external chain short-circuits pod
+	// and node traffic to the cluster-wide chain).
+	needCluster := !sp.InternalPolicyLocal || sp.ExternallyAccessible()
 	needLocal := sp.InternalPolicyLocal || sp.UsesLocalExternal()
 	if needCluster {
 		c.Cluster = usable(sp.Endpoints, any)

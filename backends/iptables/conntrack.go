@@ -130,11 +130,11 @@ func staleUDPFilters(old map[backends.ServicePortName]*backends.ServicePort, cur
 			continue
 		}
 		seen[sp.Name] = true
-		now := categorize(sp).All
+		now := backends.CategorizeEndpoints(sp).All
 		prev, ok := old[sp.Name]
 		var before []backends.Endpoint
 		if ok {
-			before = categorize(prev).All
+			before = backends.CategorizeEndpoints(prev).All
 		}
 		if len(before) == 0 && len(now) > 0 {
 			out = append(out, ctFilter{dsts: serviceDsts(sp, cur.NodeIPs)})
@@ -153,7 +153,7 @@ func staleUDPFilters(old map[backends.ServicePortName]*backends.ServicePort, cur
 		if name.Protocol != backends.UDP || seen[name] {
 			continue
 		}
-		for _, ep := range categorize(prev).All {
+		for _, ep := range backends.CategorizeEndpoints(prev).All {
 			out = append(out, ctFilter{dsts: serviceDsts(prev, cur.NodeIPs), replySrc: ep.AddrPort()})
 		}
 	}

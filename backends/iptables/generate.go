@@ -261,27 +261,10 @@ func jump(b *bytes.Buffer, target string) {
 	b.WriteByte('\n')
 }
 
-// categorize is backends.CategorizeEndpoints with kube-proxy's rule that an externally
-// accessible service always needs its cluster endpoints (the EXT chain short-circuits pod
-// and node traffic to KUBE-SVC even when both traffic policies are Local).
-func categorize(sp *backends.ServicePort) backends.Categorized {
-	c := backends.CategorizeEndpoints(sp)
-	if c.Cluster == nil && sp.ExternallyAccessible() {
-		cp := *sp
-		cp.InternalPolicyLocal = false
-		cp.ExternalPolicyLocal = false
-		c.Cluster = backends.CategorizeEndpoints(&cp).Cluster
-		all := append(slices.Clone(c.Local), c.Cluster...)
-		backends.SortEndpoints(all)
-		c.All = slices.Compact(all)
-	}
-	return c
-}
-
 // service writes one service port's rules: always its entries in the top-level chains;
 // its own chains only when write is set. Every per-service chain it uses goes into active.
 func (g *Generator) service(st *backends.State, sp *backends.ServicePort, write, large bool, active map[string]struct{}) {
-	c := categorize(sp)
+	c := backends.CategorizeEndpoints(sp)
 	proto := protoLower(sp.Name.Protocol)
 	name := portNameString(sp.Name)
 	hash := hashOf(name, proto, "")

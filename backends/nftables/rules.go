@@ -446,8 +446,9 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 			external.add("jump " + markMasqChain)
 		} else {
 			// Local policy keeps the client address. Pods and the node itself are
-			// short-circuited to the cluster-wide endpoints (to the local ones when
-			// internalTrafficPolicy is Local too, since then no cluster chain exists).
+			// short-circuited to the cluster-wide endpoints, as upstream does
+			// (CategorizeEndpoints keeps the cluster endpoints of every externally
+			// accessible port, so that chain exists; the local one is a fallback).
 			short := ""
 			switch {
 			case usesCluster:
