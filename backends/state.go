@@ -159,3 +159,19 @@ func (s *State) Find(name ServicePortName) *ServicePort {
 	}
 	return nil
 }
+
+// Snapshot copies the state's service ports into a map keyed by name, deep enough that
+// later changes to st do not show through: what a backend keeps of the last state it
+// programmed, to compare the next one with.
+func Snapshot(st *State) map[ServicePortName]*ServicePort {
+	m := make(map[ServicePortName]*ServicePort, len(st.Services))
+	for _, sp := range st.Services {
+		cp := *sp
+		cp.ExternalIPs = slices.Clone(sp.ExternalIPs)
+		cp.LoadBalancerIPs = slices.Clone(sp.LoadBalancerIPs)
+		cp.LoadBalancerSourceRanges = slices.Clone(sp.LoadBalancerSourceRanges)
+		cp.Endpoints = slices.Clone(sp.Endpoints)
+		m[sp.Name] = &cp
+	}
+	return m
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/backends/conntrack"
 	"kpbench.dev/kpbench/backends/iptables"
 	"kpbench.dev/kpbench/backends/ipvs"
 	"kpbench.dev/kpbench/backends/nftables"
@@ -57,7 +58,11 @@ func registry() map[string]factory {
 			return userspace.New(userspace.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, LockFile: lockFile(n)})
 		},
 		"nftables": func(n Node, s Settings) (backends.Backend, error) {
-			return nftables.New(nftables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath})
+			b, err := nftables.New(nftables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath})
+			if err != nil {
+				return nil, err
+			}
+			return conntrack.WithUDPCleanup(b, n.NetNSPath), nil
 		},
 	}
 }

@@ -8,12 +8,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/backends/conntrack"
 	"kpbench.dev/kpbench/lab/netns"
 )
 
@@ -41,7 +41,7 @@ type Backend struct {
 	ipt, restore, save       string
 	env                      []string
 	exec                     execer
-	ct                       conntracker
+	ct                       conntrack.Table
 	gen                      *Generator
 	mu                       sync.Mutex
 	buf                      bytes.Buffer
@@ -62,10 +62,10 @@ func New(opts Options) *Backend {
 	if opts.MasqueradeBit == 0 {
 		opts.MasqueradeBit = DefaultMasqueradeBit
 	}
-	return newBackend(opts, nsExecer{path: opts.NetNSPath}, nsConntrack{path: opts.NetNSPath})
+	return newBackend(opts, nsExecer{path: opts.NetNSPath}, conntrack.Namespace{Path: opts.NetNSPath})
 }
 
-func newBackend(opts Options, ex execer, ct conntracker) *Backend {
+func newBackend(opts Options, ex execer, ct conntrack.Table) *Backend {
 	b := &Backend{opts: opts, exec: ex, ct: ct, gen: NewGenerator(opts.MasqueradeBit), needFull: true}
 	b.ipt, b.restore, b.save = opts.Flavor.Binaries()
 	if opts.LockFile != "" {
@@ -179,12 +179,12 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 		}
 	}
 	res.Apply = time.Since(start)
-	filters := staleUDPFilters(b.last, desired)
+	filters := conntrack.StaleUDP(b.last, desired)
 	b.installed = gres.Active
-	b.last = snapshot(desired)
+	b.last = backends.Snapshot(desired)
 	b.needFull = false
 
-	if _, err := clearStaleUDP(ctx, b.ct, filters); err != nil {
+	if _, err := conntrack.Clear(ctx, b.ct, filters); err != nil {
 		b.conntrackFails++
 		return res, b.errorf("conntrack cleanup: %w", err)
 	}
@@ -200,21 +200,6 @@ func changedServices(last map[backends.ServicePortName]*backends.ServicePort, cu
 		}
 	}
 	return changed
-}
-
-// snapshot deep-copies the service ports of st, so a caller reusing its State cannot change
-// what the next sync compares against.
-func snapshot(st *backends.State) map[backends.ServicePortName]*backends.ServicePort {
-	m := make(map[backends.ServicePortName]*backends.ServicePort, len(st.Services))
-	for _, sp := range st.Services {
-		cp := *sp
-		cp.ExternalIPs = slices.Clone(sp.ExternalIPs)
-		cp.LoadBalancerIPs = slices.Clone(sp.LoadBalancerIPs)
-		cp.LoadBalancerSourceRanges = slices.Clone(sp.LoadBalancerSourceRanges)
-		cp.Endpoints = slices.Clone(sp.Endpoints)
-		m[sp.Name] = &cp
-	}
-	return m
 }
 
 // canaryExists checks kube-proxy's canary chain in the mangle table. Someone flushing the

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/backends/conntrack"
 	"kpbench.dev/kpbench/lab/netns"
 )
 
@@ -45,10 +46,10 @@ func (f *fakeExec) restores() []netns.Command {
 	return out
 }
 
-type fakeCT struct{ flows []Flow }
+type fakeCT struct{ flows []conntrack.Flow }
 
-func (f *fakeCT) DeleteMatching(_ context.Context, match func(Flow) bool) (int, error) {
-	var keep []Flow
+func (f *fakeCT) DeleteMatching(_ context.Context, match func(conntrack.Flow) bool) (int, error) {
+	var keep []conntrack.Flow
 	n := 0
 	for _, fl := range f.flows {
 		if match(fl) {
@@ -226,12 +227,12 @@ func TestStaleUDPConntrack(t *testing.T) {
 		return state(sp)
 	}
 	two := eps(2, 0, 5353)
-	ct := &fakeCT{flows: []Flow{
-		{Proto: protoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[0].AddrPort()},
-		{Proto: protoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[1].AddrPort()},
-		{Proto: protoUDP, OrigDst: netip.MustParseAddrPort("192.168.0.1:30053"), ReplySrc: two[1].AddrPort()},
+	ct := &fakeCT{flows: []conntrack.Flow{
+		{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[0].AddrPort()},
+		{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[1].AddrPort()},
+		{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("192.168.0.1:30053"), ReplySrc: two[1].AddrPort()},
 		{Proto: 6, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[1].AddrPort()},
-		{Proto: protoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.99:53"), ReplySrc: two[1].AddrPort()},
+		{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.99:53"), ReplySrc: two[1].AddrPort()},
 	}}
 	b := newBackend(Options{NodeName: "n"}, &fakeExec{}, ct)
 	ctx := context.Background()
@@ -240,15 +241,15 @@ func TestStaleUDPConntrack(t *testing.T) {
 	// The service got its first endpoints: every UDP entry to its addresses is flushed.
 	assert.Len(t, ct.flows, 2)
 
-	ct.flows = []Flow{
-		{Proto: protoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[0].AddrPort()},
-		{Proto: protoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[1].AddrPort()},
-		{Proto: protoUDP, OrigDst: netip.MustParseAddrPort("192.168.0.1:30053"), ReplySrc: two[1].AddrPort()},
+	ct.flows = []conntrack.Flow{
+		{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[0].AddrPort()},
+		{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[1].AddrPort()},
+		{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("192.168.0.1:30053"), ReplySrc: two[1].AddrPort()},
 	}
 	_, err = b.Sync(ctx, udp(two[:1]))
 	require.NoError(t, err)
 	// Endpoint two[1] went away: its entries (ClusterIP and NodePort) are gone, two[0]'s stay.
-	assert.Equal(t, []Flow{{Proto: protoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[0].AddrPort()}}, ct.flows)
+	assert.Equal(t, []conntrack.Flow{{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[0].AddrPort()}}, ct.flows)
 }
 
 func TestCleanupCommands(t *testing.T) {

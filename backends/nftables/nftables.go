@@ -61,8 +61,8 @@ type Options struct {
 	// rejected) and now have some. The shared conntrack cleaner is meant to delete those
 	// entries, as kube-proxy's conntrack.CleanStaleEntries does.
 	//
-	// TODO(integration): wire the shared UDP conntrack cleaner (backends/iptables/conntrack.go)
-	// here; this backend deliberately does not duplicate it.
+	// kpbench itself does not use this hook: backends/all wraps the backend with the
+	// shared cleaner (backends/conntrack.WithUDPCleanup), which every backend uses.
 	OnUDPEndpointsRemoved func(ctx context.Context, changes []UDPChange) error
 }
 

@@ -1,6 +1,11 @@
 //go:build linux
 
-package iptables
+// Package conntrack deletes the UDP conntrack entries that a proxy change leaves stale, as
+// kube-proxy does after every sync: when a UDP endpoint goes away, entries whose replies
+// come from it (for every address of the service) are deleted, or clients on a fixed
+// source port keep sending to a dead pod; when a UDP service gets its first endpoint, its
+// entries are deleted, since they were made for the REJECT. Every backend shares it.
+package conntrack
 
 import (
 	"context"
@@ -14,8 +19,8 @@ import (
 	"kpbench.dev/kpbench/lab/netns"
 )
 
-// protoUDP is IPPROTO_UDP.
-const protoUDP = 17
+// ProtoUDP is IPPROTO_UDP.
+const ProtoUDP = 17
 
 // Flow is the part of a conntrack entry that cleanup matches on.
 type Flow struct {
@@ -26,23 +31,23 @@ type Flow struct {
 	OrigSrc, OrigDst, ReplySrc netip.AddrPort
 }
 
-// conntracker deletes conntrack entries in the node's namespace. The real one dials
+// Table deletes conntrack entries in a node's namespace. The real one (Namespace) dials
 // netlink there; tests use a fake table.
-type conntracker interface {
+type Table interface {
 	// DeleteMatching deletes every entry for which match is true and returns how many.
 	DeleteMatching(ctx context.Context, match func(Flow) bool) (int, error)
 }
 
-// nsConntrack talks to the conntrack table of the namespace at path over netlink.
-type nsConntrack struct{ path string }
+// Namespace is the conntrack table of the network namespace at Path, over netlink.
+type Namespace struct{ Path string }
 
 // DeleteMatching dumps the table and deletes matching entries one by one, on a socket
 // opened inside the namespace (lab/netns.Do; the socket stays there).
 //
 // Equivalent to: `conntrack -D -p udp --orig-dst $svcIP --orig-port-dst $port --reply-src $ep`.
-func (c nsConntrack) DeleteMatching(ctx context.Context, match func(Flow) bool) (int, error) {
+func (c Namespace) DeleteMatching(ctx context.Context, match func(Flow) bool) (int, error) {
 	deleted := 0
-	err := netns.Do(c.path, func() error {
+	err := netns.Do(c.Path, func() error {
 		conn, err := conntrack.Dial(nil)
 		if err != nil {
 			return fmt.Errorf("conntrack dial: %w", err)
@@ -77,21 +82,22 @@ func (c nsConntrack) DeleteMatching(ctx context.Context, match func(Flow) bool) 
 	return deleted, err
 }
 
-// ctFilter selects UDP entries whose original destination is one of dsts and, when
-// replySrc is valid, whose replies come from replySrc.
-type ctFilter struct {
-	dsts     []netip.AddrPort
-	replySrc netip.AddrPort
+// Filter selects UDP entries whose original destination is one of Dsts and, when ReplySrc
+// is valid, whose replies come from ReplySrc.
+type Filter struct {
+	Dsts     []netip.AddrPort
+	ReplySrc netip.AddrPort
 }
 
-func (f ctFilter) match(fl Flow) bool {
-	if fl.Proto != protoUDP {
+// Match reports whether the filter selects fl.
+func (f Filter) Match(fl Flow) bool {
+	if fl.Proto != ProtoUDP {
 		return false
 	}
-	if f.replySrc.IsValid() && fl.ReplySrc != f.replySrc {
+	if f.ReplySrc.IsValid() && fl.ReplySrc != f.ReplySrc {
 		return false
 	}
-	for _, d := range f.dsts {
+	for _, d := range f.Dsts {
 		if fl.OrigDst == d {
 			return true
 		}
@@ -117,13 +123,13 @@ func serviceDsts(sp *backends.ServicePort, nodeIPs []netip.Addr) []netip.AddrPor
 	return dsts
 }
 
-// staleUDPFilters compares the last applied UDP service ports with the new state, as
+// StaleUDP compares the last applied UDP service ports with the new state, as
 // kube-proxy does after a sync: an endpoint that is no longer used has its entries for
 // the service addresses deleted (or clients keep sending to a dead pod); a service that
 // had no endpoints and now has some has all its entries deleted (they were cached for
 // the REJECT).
-func staleUDPFilters(old map[backends.ServicePortName]*backends.ServicePort, cur *backends.State) []ctFilter {
-	var out []ctFilter
+func StaleUDP(old map[backends.ServicePortName]*backends.ServicePort, cur *backends.State) []Filter {
+	var out []Filter
 	seen := make(map[backends.ServicePortName]bool, len(cur.Services))
 	for _, sp := range cur.Services {
 		if sp.Name.Protocol != backends.UDP {
@@ -137,7 +143,7 @@ func staleUDPFilters(old map[backends.ServicePortName]*backends.ServicePort, cur
 			before = backends.CategorizeEndpoints(prev).All
 		}
 		if len(before) == 0 && len(now) > 0 {
-			out = append(out, ctFilter{dsts: serviceDsts(sp, cur.NodeIPs)})
+			out = append(out, Filter{Dsts: serviceDsts(sp, cur.NodeIPs)})
 			continue
 		}
 		if !ok {
@@ -145,7 +151,7 @@ func staleUDPFilters(old map[backends.ServicePortName]*backends.ServicePort, cur
 		}
 		for _, ep := range before {
 			if !containsEndpoint(now, ep) {
-				out = append(out, ctFilter{dsts: serviceDsts(prev, cur.NodeIPs), replySrc: ep.AddrPort()})
+				out = append(out, Filter{Dsts: serviceDsts(prev, cur.NodeIPs), ReplySrc: ep.AddrPort()})
 			}
 		}
 	}
@@ -154,7 +160,7 @@ func staleUDPFilters(old map[backends.ServicePortName]*backends.ServicePort, cur
 			continue
 		}
 		for _, ep := range backends.CategorizeEndpoints(prev).All {
-			out = append(out, ctFilter{dsts: serviceDsts(prev, cur.NodeIPs), replySrc: ep.AddrPort()})
+			out = append(out, Filter{Dsts: serviceDsts(prev, cur.NodeIPs), ReplySrc: ep.AddrPort()})
 		}
 	}
 	return out
@@ -169,17 +175,72 @@ func containsEndpoint(eps []backends.Endpoint, ep backends.Endpoint) bool {
 	return false
 }
 
-// clearStaleUDP deletes the conntrack entries the filters select.
-func clearStaleUDP(ctx context.Context, ct conntracker, filters []ctFilter) (int, error) {
+// Clear deletes the entries the filters select and returns how many.
+func Clear(ctx context.Context, ct Table, filters []Filter) (int, error) {
 	if len(filters) == 0 {
 		return 0, nil
 	}
 	return ct.DeleteMatching(ctx, func(fl Flow) bool {
 		for _, f := range filters {
-			if f.match(fl) {
+			if f.Match(fl) {
 				return true
 			}
 		}
 		return false
 	})
+}
+
+// Cleaner keeps the last state a node programmed and, after each successful sync, deletes
+// the UDP entries that the change made stale. Backends that do not do it themselves get it
+// from the agent's side through WithUDPCleanup.
+type Cleaner struct {
+	table Table
+	last  map[backends.ServicePortName]*backends.ServicePort
+}
+
+// NewCleaner returns a cleaner working on table.
+func NewCleaner(table Table) *Cleaner { return &Cleaner{table: table} }
+
+// AfterSync deletes the entries made stale by going from the last state to st, and
+// remembers st. The first call only remembers (there is nothing older to compare with).
+func (c *Cleaner) AfterSync(ctx context.Context, st *backends.State) (int, error) {
+	var n int
+	var err error
+	if c.last != nil {
+		n, err = Clear(ctx, c.table, StaleUDP(c.last, st))
+	}
+	c.last = backends.Snapshot(st)
+	return n, err
+}
+
+// udpCleaning is a backend followed by a Cleaner.
+type udpCleaning struct {
+	backends.Backend
+	cleaner *Cleaner
+}
+
+// WithUDPCleanup wraps b so that every successful sync is followed by the UDP conntrack
+// cleanup of the node's namespace at nsPath.
+func WithUDPCleanup(b backends.Backend, nsPath string) backends.Backend {
+	return &udpCleaning{Backend: b, cleaner: NewCleaner(Namespace{Path: nsPath})}
+}
+
+// Sync syncs the backend, then cleans up; a cleanup failure fails the sync (the agent
+// retries, and the backend's next sync is cheap when nothing changed).
+func (u *udpCleaning) Sync(ctx context.Context, st *backends.State) (backends.SyncResult, error) {
+	res, err := u.Backend.Sync(ctx, st)
+	if err != nil {
+		return res, err
+	}
+	if _, err := u.cleaner.AfterSync(ctx, st); err != nil {
+		return res, fmt.Errorf("sync %s: conntrack cleanup: %w", u.Backend.Name(), err)
+	}
+	return res, nil
+}
+
+// ForceFullSync passes through to the wrapped backend.
+func (u *udpCleaning) ForceFullSync() {
+	if fs, ok := u.Backend.(interface{ ForceFullSync() }); ok {
+		fs.ForceFullSync()
+	}
 }
