@@ -3,6 +3,7 @@
 package scenarios
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,6 +39,10 @@ type RunOptions struct {
 	Progress io.Writer
 	// Labels are added to every run (e.g. kernel=6.1.0-57, accel=tcg from the VM runner).
 	Labels map[string]string
+	// MetricsDir, when set, receives each node agent's metrics under kube-proxy's names in
+	// the Prometheus text format: metrics-<backend>-<node>.prom, written at the end of the
+	// backend's run.
+	MetricsDir string
 }
 
 // ModeBackend maps a KubeProxyConfiguration mode to the backend that implements it.
@@ -124,7 +131,9 @@ func (r *backendRun) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, r.tb.Stop(context.WithoutCancel(ctx))) }()
+	defer func() {
+		err = errors.Join(err, r.writeMetrics(), r.tb.Stop(context.WithoutCancel(ctx)))
+	}()
 	r.slab0, _ = measure.Slab()
 	var objs []runtime.Object
 	for _, m := range r.sc.Manifests {
@@ -161,6 +170,24 @@ func (r *backendRun) run(ctx context.Context) (err error) {
 		}
 	}
 	return nil
+}
+
+// writeMetrics writes every agent's metrics to the metrics directory (if any).
+func (r *backendRun) writeMetrics() error {
+	if r.opts.MetricsDir == "" {
+		return nil
+	}
+	var errs []error
+	for _, ag := range r.tb.Agents {
+		var b bytes.Buffer
+		if err := ag.Metrics().WriteProm(&b, ag.Node()); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		name := filepath.Join(r.opts.MetricsDir, fmt.Sprintf("metrics-%s-%s.prom", r.backend, ag.Node()))
+		errs = append(errs, os.WriteFile(name, b.Bytes(), 0o644))
+	}
+	return errors.Join(errs...)
 }
 
 func errSuffix(err error) string {

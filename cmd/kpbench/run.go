@@ -46,7 +46,8 @@ func newRunCmd() *cobra.Command {
 		Short: "Run a scenario on one or more backends and write its results and report",
 		Long: `run builds the scenario's lab for each backend in turn, applies its manifests, runs its steps
 (changes, waits, expectations, measurements) and writes DIR/results.json with the environment,
-raw samples and summaries, plus bench.txt, CSV files, junit.xml, plots and report.html.
+raw samples and summaries, plus bench.txt, CSV files, junit.xml, plots and report.html,
+and each node agent's metrics under kube-proxy's names (metrics-<backend>-<node>.prom).
 
 Exit status: 0 every expectation held, 1 an expectation failed, 2 bad input, 3 the bench failed.`,
 		Example: `  kpbench run scenarios/scale.yaml --backend iptables,iptables-legacy,nftables --out out/scale
@@ -71,7 +72,7 @@ Exit status: 0 every expectation held, 1 an expectation failed, 2 bad input, 3 t
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}
-			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Progress: cmd.ErrOrStderr()})
+			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Progress: cmd.ErrOrStderr(), MetricsDir: out})
 			if res != nil {
 				files, err := reports.WriteAll(out, res)
 				if err != nil {
