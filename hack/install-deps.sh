@@ -20,6 +20,7 @@ packages=(
   xz-utils
   zstd
   binutils
+  chromium          # the report test renders report.html headless
 )
 # Extra packages, asked for by name: KPBENCH_EXTRA_PACKAGES="chromium".
 read -r -a extra <<< "${KPBENCH_EXTRA_PACKAGES:-}"

@@ -46,9 +46,18 @@ func CollectEnvironment(ctx context.Context) Environment {
 	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
 		env.MemoryBytes = memTotal(data)
 	}
+	// "native" unless kpbench runs inside its own microVM (lab/vm), which says how it is
+	// accelerated; the bench host being a VM itself is part of "the machine", not of the
+	// comparison the field exists for (TCG results are several times slower).
 	env.Accelerator = "native"
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		env.Accelerator = accelerator(data)
+	if os.Getenv("KPBENCH_IN_VM") == "1" {
+		env.Accelerator = os.Getenv("KPBENCH_VM_ACCEL")
+		if data, err := os.ReadFile("/proc/cpuinfo"); err == nil && env.Accelerator == "" {
+			env.Accelerator = accelerator(data)
+		}
+		if k := os.Getenv("KPBENCH_VM_KERNEL"); k != "" {
+			env.KernelRelease += " (microVM kernel " + k + ")"
+		}
 	}
 	return env
 }
