@@ -16,16 +16,19 @@ import (
 )
 
 // KernelRules counts what a backend left in node 0's kernel: `-A` rules in iptables-save
-// for the iptables modes (all tables), rules plus map and set elements of `table ip
-// kube-proxy` for nftables.
+// for the iptables modes and userspace (all tables), rules plus map and set elements of
+// `table ip kube-proxy` for nftables, virtual plus real servers for IPVS.
 //
-// Equivalent to: `iptables-save | grep -c '^-A'` or `nft list table ip kube-proxy`.
+// Equivalent to: `iptables-save | grep -c '^-A'`, `nft list table ip kube-proxy` or
+// `ipvsadm -Ln`.
 func KernelRules(ctx context.Context, tb *testbed.Testbed) (int, error) {
 	node := tb.Lab.Hosts("node")[0]
 	var cmd netns.Command
 	switch tb.Backend() {
-	case "iptables":
+	case "iptables", "userspace":
 		cmd = netns.Command{Path: "iptables-nft-save"}
+	case "ipvs":
+		cmd = netns.Command{Path: "ipvsadm", Args: []string{"-Ln"}}
 	case "iptables-legacy", "iptables-perrule":
 		cmd = netns.Command{Path: "iptables-legacy-save"}
 	case "nftables":
@@ -44,6 +47,10 @@ func KernelRules(ctx context.Context, tb *testbed.Testbed) (int, error) {
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		switch {
+		case cmd.Path == "ipvsadm":
+			if strings.HasPrefix(line, "TCP ") || strings.HasPrefix(line, "UDP ") || strings.HasPrefix(line, "SCTP ") || strings.HasPrefix(line, "-> ") && !strings.HasPrefix(line, "-> RemoteAddress") {
+				n++
+			}
 		case !nft && strings.HasPrefix(line, "-A "):
 			n++
 		case nft && line != "" && !strings.HasSuffix(line, "{") && line != "}" &&
