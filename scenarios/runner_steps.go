@@ -280,16 +280,11 @@ func (r *backendRun) expect(ctx context.Context, e *ExpectStep, name string) err
 		probeTimeout = time.Second
 	}
 	target := probe.Target{Addr: addr, Protocol: proto}
-	var tally check.Tally
-	if e.SourcePort == 0 && e.Interval == nil {
-		tally = check.ProbeN(ctx, pr, target, count, probeTimeout)
-	} else {
-		var interval time.Duration
-		if e.Interval != nil {
-			interval = e.Interval.Duration
-		}
-		tally = probeSpaced(ctx, pr, target, count, probe.Options{Timeout: probeTimeout, SourcePort: uint16(e.SourcePort)}, interval)
+	var interval time.Duration
+	if e.Interval != nil {
+		interval = e.Interval.Duration
 	}
+	tally := check.ProbeN(ctx, pr, target, count, probe.Options{Timeout: probeTimeout, SourcePort: uint16(e.SourcePort)}, interval)
 	evidence := fmt.Sprintf("%s → %s/%s: %d probes: %s; answers %v", from.Name, addr, proto, tally.N, tally.ClassSummary(), tally.Pods)
 	if tally.N < count {
 		return record(fmt.Errorf("only %d of %d probes sent before the step's timeout", tally.N, count), evidence)
@@ -524,36 +519,4 @@ func (r *backendRun) unproxiedClusterIP(ns, name string, t Target) (netip.AddrPo
 		}
 	}
 	return netip.AddrPort{}, false
-}
-
-// probeSpaced is check.ProbeN with probe options (a fixed source port) and a pause of
-// interval between probes.
-func probeSpaced(ctx context.Context, pr *probe.Prober, target probe.Target, n int, o probe.Options, interval time.Duration) check.Tally {
-	t := check.Tally{Classes: map[probe.ErrClass]int{}, Pods: map[string]int{}, Clients: map[netip.Addr]int{}}
-	for i := range n {
-		if i > 0 && interval > 0 && pause(ctx, interval) != nil {
-			break
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		start := time.Now()
-		res := pr.Request(ctx, target, o)
-		t.N++
-		class := res.Class
-		if class == probe.Refused && time.Since(start) > check.RefusalDeadline {
-			t.Slow++
-			class = probe.Timeout
-		}
-		t.Classes[class]++
-		if res.Err != nil {
-			if t.FirstErr == nil {
-				t.FirstErr = res.Err
-			}
-			continue
-		}
-		t.Pods[res.Answer.Pod]++
-		t.Clients[res.Answer.Client.Addr()]++
-	}
-	return t
 }

@@ -231,7 +231,7 @@ func checkPath(ctx context.Context, tb *testbed.Testbed, o Options, sp *backends
 		expected[podByIP[ep.IP]] = true
 	}
 	n := max(o.MinRequests, o.PerEndpoint*len(p.expected))
-	tally := ProbeN(ctx, pr, target, n, o.Timeout)
+	tally := ProbeN(ctx, pr, target, n, probe.Options{Timeout: o.Timeout}, 0)
 	out.Counts = tally.Pods
 	var unexpected []string
 	for pod := range tally.Pods {
@@ -297,7 +297,7 @@ func checkNoAnswer(ctx context.Context, pr *probe.Prober, target probe.Target, o
 	if want == probe.Timeout {
 		timeout = min(timeout, time.Second)
 	}
-	tally := ProbeN(ctx, pr, target, 3, timeout)
+	tally := ProbeN(ctx, pr, target, 3, probe.Options{Timeout: timeout}, 0)
 	out.Counts = tally.Pods
 	out.Verdict, out.Detail = Pass, fmt.Sprintf("%d/%d %s", tally.Classes[want], tally.N, what)
 	if tally.Classes[want] != tally.N {

@@ -33,16 +33,23 @@ type Tally struct {
 // RefusalDeadline is how quickly a refusal must come to count as one.
 const RefusalDeadline = 3 * time.Second
 
-// ProbeN sends n probes (new connections, or datagrams from new ports) to target and
-// tallies the outcomes. A ctx that ends stops it early (N counts what was sent).
-func ProbeN(ctx context.Context, pr *probe.Prober, target probe.Target, n int, timeout time.Duration) Tally {
+// ProbeN sends n probes (new connections, or datagrams from new ports unless
+// opts.SourcePort fixes one) to target, interval apart, and tallies the outcomes. A ctx
+// that ends stops it early (N counts what was sent).
+func ProbeN(ctx context.Context, pr *probe.Prober, target probe.Target, n int, opts probe.Options, interval time.Duration) Tally {
 	t := Tally{Classes: map[probe.ErrClass]int{}, Pods: map[string]int{}, Clients: map[netip.Addr]int{}}
-	for range n {
+	for i := range n {
+		if i > 0 && interval > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(interval):
+			}
+		}
 		if ctx.Err() != nil {
 			break
 		}
 		start := time.Now()
-		res := pr.Request(ctx, target, probe.Options{Timeout: timeout})
+		res := pr.Request(ctx, target, opts)
 		t.N++
 		class := res.Class
 		if class == probe.Refused && time.Since(start) > RefusalDeadline {
