@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/backends/perrule"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/cluster"
 	"kpbench.dev/kpbench/lab/probe"
@@ -450,10 +451,16 @@ func (r *backendRun) measure(ctx context.Context, m *MeasureStep) error {
 		if s, err := measure.Slab(); err == nil && r.slab0 > 0 {
 			out = append(out, reports.Measurement{Name: "rules-memory", Params: clone(labels), Unit: reports.UnitBytes, Samples: []float64{float64(s - r.slab0)}})
 		}
+	case reports.MeasurePerRule:
+		mm, err := r.perRule(ctx, labels)
+		if err != nil {
+			return err
+		}
+		out = append(out, mm)
 	case "programming-latency":
 		out = append(out, measure.ProgrammingLatency(r.tb, labels))
 	default:
-		return fmt.Errorf("unknown measurement %q: allowed are sync, lookup, distribution, rules, programming-latency", m.Name)
+		return fmt.Errorf("unknown measurement %q: allowed are sync, lookup, distribution, rules, perrule, programming-latency", m.Name)
 	}
 	for _, mm := range out {
 		r.res.Add(r.backend, mm)
@@ -519,4 +526,36 @@ func (r *backendRun) unproxiedClusterIP(ns, name string, t Target) (netip.AddrPo
 		}
 	}
 	return netip.AddrPort{}, false
+}
+
+// ruleTimer is what the iptables-perrule backend reports: the cost of each iptables call.
+type ruleTimer interface{ RuleTimings() []perrule.RuleTiming }
+
+// perRule adds one more synthetic Service and reports how long each of its rules took to
+// add, one iptables call each, at the table's current size: the 2017 curve.
+func (r *backendRun) perRule(ctx context.Context, labels map[string]string) (reports.Measurement, error) {
+	rt, ok := r.tb.Agents[0].Backend().(ruleTimer)
+	if !ok {
+		return reports.Measurement{}, fmt.Errorf("measure perrule: backend %s adds rules in bulk; use iptables-perrule", r.backend)
+	}
+	if err := r.churn(ctx, &ChurnStep{Pattern: "add", Services: 1, EndpointsPerService: max(1, r.template.EndpointsPerService), AllAtOnce: true}); err != nil {
+		return reports.Measurement{}, err
+	}
+	if err := r.tb.WaitSynced(ctx); err != nil {
+		return reports.Measurement{}, err
+	}
+	timings := rt.RuleTimings() // of the last sync: the one that added the service
+	if len(timings) == 0 {
+		return reports.Measurement{}, fmt.Errorf("measure perrule: adding a service added no rule")
+	}
+	m := reports.Measurement{Name: reports.MeasurePerRule, Params: clone(labels), Unit: reports.UnitSeconds,
+		Extra: map[string]float64{"rules_added": float64(len(timings))}}
+	m.Params["base"] = strconv.Itoa(timings[0].TableRules)
+	var total time.Duration
+	for _, t := range timings {
+		m.Samples = append(m.Samples, t.Duration.Seconds())
+		total += t.Duration
+	}
+	m.Extra["service_add_seconds"] = total.Seconds()
+	return m, nil
 }
