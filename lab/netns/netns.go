@@ -60,7 +60,7 @@ func Create(name string) (string, error) {
 	if !strings.HasPrefix(name, Prefix) {
 		return "", fmt.Errorf("create netns %q: name must start with %q", name, Prefix)
 	}
-	if err := os.MkdirAll(Dir, 0o755); err != nil {
+	if err := prepareDir(); err != nil {
 		return "", fmt.Errorf("create netns %q: %w", name, err)
 	}
 	errc := make(chan error, 1)
@@ -94,6 +94,33 @@ func Create(name string) (string, error) {
 		return "", err
 	}
 	return Path(name), nil
+}
+
+// prepareDir makes Dir a shared mount point of its own, as iproute2 does on its first
+// `ip netns add`. Without it, a later `ip netns add` bind-mounts Dir over itself and
+// shadows every namespace mounted before: those can then be neither unmounted (EINVAL)
+// nor removed (EBUSY) by path. Doing it first makes iproute2 find it done.
+//
+// Equivalent to: `mount --make-rshared /run/netns || (mount --rbind /run/netns /run/netns
+// && mount --make-rshared /run/netns)`.
+func prepareDir() error {
+	if err := os.MkdirAll(Dir, 0o755); err != nil {
+		return err
+	}
+	err := unix.Mount("", Dir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EINVAL) { // EINVAL: not a mount point yet
+		return fmt.Errorf("make %s shared: %w", Dir, err)
+	}
+	if err := unix.Mount(Dir, Dir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s onto itself: %w", Dir, err)
+	}
+	if err := unix.Mount("", Dir, "none", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("make %s shared: %w", Dir, err)
+	}
+	return nil
 }
 
 // Delete unmounts and removes a named namespace. The kernel frees the namespace once no

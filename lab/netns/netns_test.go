@@ -1,0 +1,47 @@
+//go:build linux
+
+package netns_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"kpbench.dev/kpbench/internal/testutil"
+	"kpbench.dev/kpbench/lab/netns"
+)
+
+// TestDeleteAfterIproute2 reproduces the leak that left an undeletable namespace on the
+// bench machine: a namespace created by us, then `ip netns add` (which bind-mounts
+// /run/netns over itself unless it is a mount point already), then Delete. The namespace
+// must be gone, mount and file.
+func TestDeleteAfterIproute2(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireBinary(t, "ip")
+	ours := fmt.Sprintf("%s%d-%s", netns.TestPrefix, os.Getpid(), testutil.RandomID(t, 6))
+	theirs := ours + "ip"
+	_, err := netns.Create(ours)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = netns.Delete(ours); _ = netns.Delete(theirs) })
+
+	require.NoError(t, exec.Command("ip", "netns", "add", theirs).Run())
+	require.NoError(t, netns.Delete(ours))
+	require.NoError(t, exec.Command("ip", "netns", "delete", theirs).Run())
+
+	_, err = os.Stat(netns.Path(ours))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	assert.False(t, strings.Contains(string(mounts), ours), "a mount of the deleted namespace is left")
+}
+
+// TestGuardRefusesOnTheStartNamespace: the test's own thread is in the namespace the
+// process started in, where sends must be refused.
+func TestGuardRefusesOnTheStartNamespace(t *testing.T) {
+	assert.ErrorIs(t, netns.Guard(), netns.ErrRootNamespace)
+}
