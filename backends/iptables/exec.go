@@ -3,12 +3,8 @@
 package iptables
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"os/exec"
-	"time"
 
 	"kpbench.dev/kpbench/lab/netns"
 )
@@ -34,11 +30,7 @@ func (f Flavor) Binaries() (iptables, restore, save string) {
 }
 
 // execResult is what one exec'd tool printed and cost.
-type execResult struct {
-	Stdout, Stderr []byte
-	// CPU is the tool's user+system time.
-	CPU time.Duration
-}
+type execResult = netns.Result
 
 // execer runs a tool inside the node's namespace. The real one is nsExecer; unit tests use
 // a fake that records argv and stdin.
@@ -46,39 +38,14 @@ type execer interface {
 	Run(ctx context.Context, cmd netns.Command) (execResult, error)
 }
 
-// nsExecer runs commands in the namespace at path, on a thread locked there (lab/netns.Do),
-// so the child inherits the namespace.
+// nsExecer runs commands in the namespace at path (lab/netns.Exec: the child inherits the
+// namespace of a thread locked there). A non-zero exit is an error wrapping
+// *exec.ExitError with stderr.
 type nsExecer struct{ path string }
 
-// Run implements execer. A non-zero exit is an error wrapping *exec.ExitError with stderr.
-//
-// Equivalent to: `ip netns exec $ns $cmd`.
+// Run implements execer.
 func (e nsExecer) Run(ctx context.Context, cmd netns.Command) (execResult, error) {
-	var res execResult
-	err := netns.Do(e.path, func() error {
-		if err := netns.Guard(); err != nil {
-			return fmt.Errorf("%s: %w", cmd, err)
-		}
-		c := exec.CommandContext(ctx, cmd.Path, cmd.Args...)
-		var stdout, stderr bytes.Buffer
-		c.Stdout, c.Stderr = &stdout, &stderr
-		if cmd.Stdin != nil {
-			c.Stdin = bytes.NewReader(cmd.Stdin)
-		}
-		if len(cmd.Env) > 0 {
-			c.Env = append(c.Environ(), cmd.Env...)
-		}
-		runErr := c.Run()
-		res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
-		if c.ProcessState != nil {
-			res.CPU = c.ProcessState.UserTime() + c.ProcessState.SystemTime()
-		}
-		if runErr != nil {
-			return fmt.Errorf("%s: %w: %s", cmd, runErr, bytes.TrimSpace(stderr.Bytes()))
-		}
-		return nil
-	})
-	return res, err
+	return netns.Exec(ctx, e.path, cmd)
 }
 
 // exitCode returns the exit status carried by err, or -1.

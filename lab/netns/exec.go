@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"time"
 )
 
 // Command describes one external tool run inside a namespace.
@@ -26,9 +27,11 @@ func (c Command) String() string {
 	return fmt.Sprint(append([]string{c.Path}, c.Args...))
 }
 
-// Result is what a Command printed and how it ended.
+// Result is what a Command printed and what it cost.
 type Result struct {
 	Stdout, Stderr []byte
+	// CPU is the tool's user+system time (what applying rules cost beside wall time).
+	CPU time.Duration
 }
 
 // Exec runs cmd inside the namespace at nsPath and waits for it. The child inherits the
@@ -62,6 +65,9 @@ func execHere(ctx context.Context, cmd Command) (Result, error) {
 	}
 	err := c.Run()
 	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	if c.ProcessState != nil {
+		res.CPU = c.ProcessState.UserTime() + c.ProcessState.SystemTime()
+	}
 	if err != nil {
 		return res, fmt.Errorf("%s: %w: %s", cmd, err, bytes.TrimSpace(stderr.Bytes()))
 	}
