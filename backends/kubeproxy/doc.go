@@ -1,0 +1,40 @@
+// Package kubeproxy runs the unmodified upstream kube-proxy as a kpbench backend, one
+// process per lab node inside the node's network namespace, and normalises rule dumps so
+// that our backends' rules and upstream's can be compared (`kpbench diff-rules`).
+//
+// # Backends
+//
+// kube-proxy-iptables, kube-proxy-nftables and kube-proxy-ipvs start
+// `kube-proxy --config FILE` in the node's namespace with a generated
+// KubeProxyConfiguration (see Config): the mode, the IPVS scheduler, minSyncPeriod and
+// syncPeriod from the scenario, clusterCIDR, hostnameOverride = the node's name,
+// metricsBindAddress = nodeIP:10249, healthzBindAddress = nodeIP:10256 and the lab's
+// kubeconfig. kube-proxy reads Services and EndpointSlices from the lab's API server
+// itself, so Sync writes nothing: it waits (bounded) until kube-proxy has programmed what
+// the API holds, judged from kube-proxy's own metrics, scraped from inside the namespace.
+//
+// # Metric mapping
+//
+// Between two calls of Sync, the change of kube-proxy's counters gives the SyncResult:
+//
+//	SyncResult.Apply    = delta of kubeproxy_sync_proxy_rules_duration_seconds_sum
+//	                      (the time kube-proxy spent in syncProxyRules, summed over the
+//	                      syncs it ran for this change)
+//	SyncResult.Full     = delta of kubeproxy_sync_full_proxy_rules_duration_seconds_count > 0
+//	SyncResult.Rules    = kubeproxy_sync_proxy_rules_iptables_total summed over tables
+//	                      (iptables), kubeproxy_sync_proxy_rules_nftables_objects (nftables)
+//	                      when exposed
+//	SyncResult.Generate = 0 (kube-proxy does not separate generation from application)
+//
+// The agent's record of the sync (start to end of Sync) is the wall time from the change
+// being in our store to kube-proxy having programmed it: publication to the API server,
+// the watch, kube-proxy's minSyncPeriod and its sync. That is what programming latency
+// means for upstream, so the bench's network-programming figures compare like with like;
+// kube-proxy's own kubeproxy_network_programming_duration_seconds is kept in the metrics
+// it serves. For sync times, compare SyncResult.Apply (upstream's own sync duration)
+// with our backends' Apply+Generate.
+//
+// A forced full sync (ForceFullSync, used by the full-sync measurement) restarts the
+// kube-proxy process: a new kube-proxy always starts with a full sync over the rules its
+// predecessor left, which is what our full sync does too.
+package kubeproxy
