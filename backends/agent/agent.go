@@ -49,6 +49,51 @@ type Config struct {
 	// Now is the clock (default time.Now). Periodic syncs are full: backends with a
 	// ForceFullSync method are told so before the sync.
 	Now func() time.Time
+	// CheckPeriod is how often the loop runs the backend's state check (StateChecker,
+	// kube-proxy's canary monitor) between syncs. 0 means SyncPeriod; negative disables it.
+	// A failed check makes the next sync full and starts it at once (subject to
+	// MinSyncPeriod), so tampering is repaired within one CheckPeriod.
+	CheckPeriod time.Duration
+}
+
+// StateChecker is implemented by backends that can tell cheaply whether the kernel still
+// holds what their last successful sync wrote (kube-proxy watches canary chains for this:
+// a firewall reload or an admin flushing the tables removes them). CheckState returns nil
+// when the state is in place, and an error saying what is missing (or why it could not
+// look) otherwise; the agent then forces a full sync. It is called from the sync loop,
+// never concurrently with Sync, and only after a successful sync.
+type StateChecker interface {
+	CheckState(ctx context.Context) error
+}
+
+// unwrapper is implemented by backends that wrap another (backends/conntrack's UDP
+// cleanup): optional interfaces are looked up through the wrappers.
+type unwrapper interface{ Unwrap() backends.Backend }
+
+// find returns b as a T, or the first backend b wraps that is one.
+func find[T any](b backends.Backend) (T, bool) {
+	for range 8 { // wrappers do not nest deeper; never loop forever on a cycle
+		if v, ok := b.(T); ok {
+			return v, true
+		}
+		u, ok := b.(unwrapper)
+		if !ok {
+			break
+		}
+		b = u.Unwrap()
+	}
+	var zero T
+	return zero, false
+}
+
+// findStateChecker returns the StateChecker of b or of a backend it wraps.
+func findStateChecker(b backends.Backend) (StateChecker, bool) { return find[StateChecker](b) }
+
+// forceFull tells the backend (or the one it wraps) that the next sync must be full.
+func (a *Agent) forceFull() {
+	if fs, ok := find[fullSyncer](a.cfg.Backend); ok {
+		fs.ForceFullSync()
+	}
 }
 
 // SyncRecord is one sync as the agent saw it.
@@ -67,6 +112,9 @@ type SyncRecord struct {
 	Services int
 	// Periodic is true for a sync forced by SyncPeriod.
 	Periodic bool
+	// StateLost is the failed state check (StateChecker) that caused this sync, nil when
+	// the sync had another cause.
+	StateLost error
 }
 
 // Duration returns the sync's wall time.
@@ -92,7 +140,8 @@ type Agent struct {
 	requests  chan syncRequest
 	syncedSig chan struct{} // closed and replaced after every sync
 	lastState *backends.State
-	synced    bool // a sync has succeeded
+	synced    bool           // a sync has succeeded
+	health    *healthServers // see ServeHealth (nil: none)
 }
 
 type pendingTrigger struct {
@@ -107,6 +156,9 @@ func New(cfg Config) *Agent {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.CheckPeriod == 0 {
+		cfg.CheckPeriod = cfg.SyncPeriod
 	}
 	return &Agent{
 		cfg:       cfg,
@@ -160,6 +212,7 @@ func (a *Agent) Observe(c Change) {
 	if c.ResourceVersion > a.seenRV {
 		a.seenRV = c.ResourceVersion
 	}
+	a.health.queued()
 	a.mu.Unlock()
 	select {
 	case a.changed <- struct{}{}:
@@ -191,8 +244,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer periodic.Stop()
 	var last time.Time
 	dirty, isPeriodic := true, false
+	var stateLost error // a failed state check the next sync repairs
 	retry := time.NewTimer(0)
 	<-retry.C
+	var checkC <-chan time.Time
+	checker, hasChecker := findStateChecker(a.cfg.Backend)
+	if hasChecker && a.cfg.CheckPeriod > 0 {
+		check := time.NewTicker(a.cfg.CheckPeriod)
+		defer check.Stop()
+		checkC = check.C
+	}
 	for {
 		if dirty {
 			if wait := a.cfg.MinSyncPeriod - a.cfg.Now().Sub(last); !last.IsZero() && wait > 0 {
@@ -204,8 +265,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			last = a.cfg.Now()
 			a.drainChanged()
-			rec := a.syncOnce(ctx, isPeriodic)
-			dirty, isPeriodic = false, false
+			rec := a.syncOnce(ctx, isPeriodic, stateLost)
+			dirty, isPeriodic, stateLost = false, false, nil
 			if rec.Err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -229,13 +290,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			dirty = true
 		case req := <-a.requests:
 			if req.full {
-				if fs, ok := a.cfg.Backend.(fullSyncer); ok {
-					fs.ForceFullSync()
-				}
+				a.forceFull()
 			}
 			last = a.cfg.Now()
 			a.drainChanged()
-			rec := a.syncOnce(ctx, false)
+			rec := a.syncOnce(ctx, false, stateLost)
+			stateLost = nil
 			req.done <- rec
 			dirty = false
 			if rec.Err != nil {
@@ -247,8 +307,31 @@ func (a *Agent) Run(ctx context.Context) error {
 			dirty = true
 		case <-periodic.C:
 			dirty, isPeriodic = true, true
+		case <-checkC:
+			if dirty || !a.lastSyncOK() {
+				continue // a sync is due anyway; a failed one makes the next full
+			}
+			if err := checker.CheckState(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				stateLost = fmt.Errorf("state check %s %s: %w", a.cfg.Node.Name, a.cfg.Backend.Name(), err)
+				a.mu.Lock()
+				a.metrics.StateLost++
+				a.mu.Unlock()
+				a.forceFull()
+				dirty = true
+			}
 		}
 	}
+}
+
+// lastSyncOK reports whether a sync has happened and the latest one succeeded.
+func (a *Agent) lastSyncOK() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := len(a.records)
+	return n > 0 && a.records[n-1].Err == nil
 }
 
 // drainChanged drops a pending change signal: the sync about to start carries every change
@@ -286,10 +369,23 @@ func (a *Agent) ForceSync(ctx context.Context, full bool) (SyncRecord, error) {
 
 // SyncNow runs one sync immediately, outside the loop's timing (used by tests and by
 // one-shot commands). Do not call it concurrently with Run.
-func (a *Agent) SyncNow(ctx context.Context) SyncRecord { return a.syncOnce(ctx, false) }
+func (a *Agent) SyncNow(ctx context.Context) SyncRecord { return a.syncOnce(ctx, false, nil) }
 
-func (a *Agent) syncOnce(ctx context.Context, periodic bool) SyncRecord {
-	rec := SyncRecord{Start: a.cfg.Now(), Periodic: periodic}
+// CheckState runs the backend's state check once (nil when the backend has none), outside
+// the loop's timing: for tests and one-shot commands. Do not call it concurrently with Run.
+func (a *Agent) CheckState(ctx context.Context) error {
+	sc, ok := findStateChecker(a.cfg.Backend)
+	if !ok {
+		return nil
+	}
+	if err := sc.CheckState(ctx); err != nil {
+		return fmt.Errorf("state check %s %s: %w", a.cfg.Node.Name, a.cfg.Backend.Name(), err)
+	}
+	return nil
+}
+
+func (a *Agent) syncOnce(ctx context.Context, periodic bool, stateLost error) SyncRecord {
+	rec := SyncRecord{Start: a.cfg.Now(), Periodic: periodic, StateLost: stateLost}
 	a.mu.Lock()
 	state := a.view.state() // rebuilds only the services that changed
 	rv, gen := a.seenRV, a.objGen
@@ -298,9 +394,7 @@ func (a *Agent) syncOnce(ctx context.Context, periodic bool) SyncRecord {
 	a.mu.Unlock()
 
 	if periodic {
-		if fs, ok := a.cfg.Backend.(fullSyncer); ok {
-			fs.ForceFullSync()
-		}
+		a.forceFull()
 	}
 	rec.ResourceVersion = rv
 	rec.View = a.cfg.Now().Sub(rec.Start)
@@ -329,6 +423,7 @@ func (a *Agent) syncOnce(ctx context.Context, periodic bool) SyncRecord {
 			a.syncedRV = max(a.syncedRV, a.seenRV)
 		}
 		a.lastState, a.synced = state, true
+		a.health.programmed(ctx, state, rec.End, a.objGen != gen)
 	}
 	close(a.syncedSig)
 	a.syncedSig = make(chan struct{})

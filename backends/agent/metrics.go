@@ -28,6 +28,9 @@ type Metrics struct {
 	// LastSync is when the last successful sync ended
 	// (kubeproxy_sync_proxy_rules_last_timestamp_seconds).
 	LastSync time.Time
+	// StateLost counts state checks that found the kernel state gone (kube-proxy logs a
+	// vanished canary and resyncs; kpbench counts it as kpbench_proxy_state_lost_total).
+	StateLost int
 }
 
 func newMetrics() Metrics { return Metrics{} }
@@ -128,6 +131,7 @@ func (m Metrics) WriteProm(out io.Writer, node string) error {
 	counter("kubeproxy_sync_proxy_rules_endpoint_changes_total", "Cumulative proxy rules Endpoint changes", m.EndpointChanges)
 	counter("kubeproxy_sync_proxy_rules_service_changes_total", "Cumulative proxy rules Service changes", m.ServiceChanges)
 	counter("kubeproxy_sync_proxy_rules_iptables_restore_failures_total", "Cumulative proxy rules restore failures", m.RestoreFailures)
+	counter("kpbench_proxy_state_lost_total", "State checks that found the proxy rules gone from the kernel (repaired by a full sync)", m.StateLost)
 	fmt.Fprintf(w, "# HELP kubeproxy_sync_proxy_rules_iptables_total Number of proxy rules programmed\n# TYPE kubeproxy_sync_proxy_rules_iptables_total gauge\nkubeproxy_sync_proxy_rules_iptables_total{node=%q} %d\n", node, m.LastRules)
 	if !m.LastSync.IsZero() {
 		fmt.Fprintf(w, "# HELP kubeproxy_sync_proxy_rules_last_timestamp_seconds The last time proxy rules were successfully synced\n# TYPE kubeproxy_sync_proxy_rules_last_timestamp_seconds gauge\nkubeproxy_sync_proxy_rules_last_timestamp_seconds{node=%q} %d\n", node, m.LastSync.Unix())

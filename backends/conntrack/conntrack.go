@@ -238,6 +238,10 @@ func (u *udpCleaning) Sync(ctx context.Context, st *backends.State) (backends.Sy
 	return res, nil
 }
 
+// Unwrap returns the wrapped backend: the agent looks up optional interfaces (its state
+// check) through it.
+func (u *udpCleaning) Unwrap() backends.Backend { return u.Backend }
+
 // ForceFullSync passes through to the wrapped backend.
 func (u *udpCleaning) ForceFullSync() {
 	if fs, ok := u.Backend.(interface{ ForceFullSync() }); ok {
