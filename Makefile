@@ -11,7 +11,7 @@ TEST_FLAGS ?= -count=1 -timeout 25m
 COMMIT    := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X kpbench.dev/kpbench/internal/version.Commit=$(COMMIT)
 
-.PHONY: all deps build test test-vm lint fmt bench scale clean fuzz
+.PHONY: all deps build test test-vm lint fmt bench scale clean fuzz upstream
 
 all: build
 
@@ -48,6 +48,12 @@ bench: deps build
 ## scale: the full ladder to 20k Services (slow on iptables-nft 1.8.9 and nft 1.0.6: see scenarios/bench.yaml)
 scale: deps build
 	./$(BIN) run scenarios/scale.yaml --backend all --out $(OUT)
+
+## upstream: build kube-apiserver, kube-proxy and etcd (versions in internal/upstream) from their Go
+## modules into /var/cache/kpbench/upstream/<version>/bin (idempotent; not part of make test:
+## tests that need them skip with "run make upstream" unless KPBENCH_REQUIRE_UPSTREAM=1)
+upstream:
+	@bash hack/build-upstream.sh
 
 clean:
 	rm -rf bin out
