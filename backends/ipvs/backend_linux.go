@@ -69,6 +69,7 @@ type Backend struct {
 	last     map[backends.ServicePortName]*backends.ServicePort
 	lastSets Sets
 	lastCfg  RulesConfig
+	weights  map[netip.Addr]int // experiment overrides, see SetWeights
 }
 
 var _ backends.Backend = (*Backend)(nil)
@@ -184,6 +185,7 @@ func (b *Backend) sync(ctx context.Context, desired *backends.State) (backends.S
 
 	genStart := time.Now()
 	want := Build(desired, b.opts.Scheduler)
+	want.ApplyWeights(b.weights)
 	changedNames := changedServices(b.last, desired)
 	sets := BuildSets(desired)
 	cfg := RulesConfig{ClusterCIDR: desired.ClusterCIDR, MasqueradeAll: desired.MasqueradeAll, MasqueradeBit: b.opts.MasqueradeBit}
