@@ -5,18 +5,23 @@
 package all
 
 import (
+	"context"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/conntrack"
 	"kpbench.dev/kpbench/backends/iptables"
 	"kpbench.dev/kpbench/backends/ipvs"
+	"kpbench.dev/kpbench/backends/kubeproxy"
 	"kpbench.dev/kpbench/backends/nftables"
 	"kpbench.dev/kpbench/backends/perrule"
 	"kpbench.dev/kpbench/backends/userspace"
+	"kpbench.dev/kpbench/internal/upstream"
 )
 
 // Node says where a backend works: the node's name, namespace and a private directory
@@ -26,6 +31,15 @@ type Node struct {
 	NetNSPath string
 	// StateDir holds per-node files such as the xtables lock file.
 	StateDir string
+	// IP is the node's fabric address (where kube-proxy serves metrics and healthz).
+	// Only the kube-proxy-* backends need it.
+	IP netip.Addr
+	// Kubeconfig is the path of a kubeconfig for the lab's API server
+	// (controlplane.KubeconfigFor(node)); WaitPublished blocks until the lab's store is in
+	// the API server (the publisher's WaitPublished at the store's current version). Only
+	// backends for which NeedsAPIServer is true use them.
+	Kubeconfig    string
+	WaitPublished func(ctx context.Context) error
 }
 
 // Settings are the proxy configuration values backends take.
@@ -34,6 +48,64 @@ type Settings struct {
 	MasqueradeBit int
 	// Scheduler for IPVS ("" = rr).
 	Scheduler string
+	// MinSyncPeriod, SyncPeriod, ClusterCIDR and MasqueradeAll configure upstream
+	// kube-proxy (the kube-proxy-* backends), which runs its own sync loop; our backends
+	// take them through the agent and the view instead.
+	MinSyncPeriod, SyncPeriod time.Duration
+	ClusterCIDR               netip.Prefix
+	MasqueradeAll             bool
+}
+
+// kubeProxy builds a factory for upstream kube-proxy in mode.
+func kubeProxy(mode kubeproxy.Mode) factory {
+	return func(n Node, s Settings) (backends.Backend, error) {
+		bin, err := upstream.Binary(upstream.KubeProxy)
+		if err != nil {
+			return nil, err
+		}
+		b, err := kubeproxy.New(kubeproxy.Options{
+			Binary: bin, NetNSPath: n.NetNSPath, StateDir: n.StateDir, WaitPublished: n.WaitPublished,
+			Config: kubeproxy.Config{
+				Mode: mode, NodeName: n.Name, NodeIP: n.IP, ClusterCIDR: s.ClusterCIDR, Kubeconfig: n.Kubeconfig,
+				MinSyncPeriod: s.MinSyncPeriod, SyncPeriod: s.SyncPeriod,
+				MasqueradeBit: s.MasqueradeBit, MasqueradeAll: s.MasqueradeAll, Scheduler: s.Scheduler,
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		return b, nil
+	}
+}
+
+// NeedsAPIServer reports whether the named backend reads Services and EndpointSlices from
+// a real API server (upstream kube-proxy) rather than from our agent: the testbed must then
+// start the lab's control plane and publisher, and fill Node.Kubeconfig, Node.IP and
+// Node.WaitPublished. Such a backend runs its own sync loop: the agent should call Sync as
+// soon as changes arrive (MinSyncPeriod 0) and never force periodic full syncs (each one
+// restarts kube-proxy); the backend's Sync only waits for upstream to catch up. Stop it with
+// Close before the control plane.
+func NeedsAPIServer(name string) bool { return strings.HasPrefix(name, "kube-proxy-") }
+
+// Close stops what a backend runs in the background (the kube-proxy process of the
+// kube-proxy-* backends), leaving its rules to the lab's teardown; it does nothing for
+// backends that run nothing. Call it after the agent has stopped.
+func Close(ctx context.Context, b backends.Backend) error {
+	if c, ok := b.(interface{ Close(context.Context) error }); ok {
+		return c.Close(ctx)
+	}
+	return nil
+}
+
+// HasUpstream reports whether the upstream binaries (kube-proxy, kube-apiserver, etcd) are
+// built (`make upstream`).
+func HasUpstream() bool {
+	for _, n := range upstream.Names() {
+		if _, err := upstream.Binary(n); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 type factory func(n Node, s Settings) (backends.Backend, error)
@@ -64,6 +136,9 @@ func registry() map[string]factory {
 			}
 			return conntrack.WithUDPCleanup(b, n.NetNSPath), nil
 		},
+		"kube-proxy-iptables": kubeProxy(kubeproxy.ModeIPTables),
+		"kube-proxy-nftables": kubeProxy(kubeproxy.ModeNFTables),
+		"kube-proxy-ipvs":     kubeProxy(kubeproxy.ModeIPVS),
 	}
 }
 
@@ -95,13 +170,17 @@ func Valid(name string) bool {
 // Available returns the backends that `--backend all` means: every backend that runs on
 // this machine's kernel (ipvs only where the kernel has IPVS: inside `kpbench vm run`),
 // except iptables-perrule, which reproduces the 2017 one-call-per-rule behaviour and would
-// take hours at the ladder's sizes (name it explicitly).
+// take hours at the ladder's sizes (name it explicitly). The kube-proxy-* backends are in
+// only when the upstream binaries are built (`make upstream`), kube-proxy-ipvs only where
+// the kernel has IPVS.
 func Available() []string {
 	var out []string
+	upstreamOK := HasUpstream()
 	for _, n := range Names() {
 		switch {
 		case n == "iptables-perrule":
-		case n == "ipvs" && !HasIPVS():
+		case NeedsAPIServer(n) && !upstreamOK:
+		case (n == "ipvs" || n == "kube-proxy-ipvs") && !HasIPVS():
 		default:
 			out = append(out, n)
 		}

@@ -5,6 +5,7 @@ package all
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,6 +13,8 @@ import (
 
 	"kpbench.dev/kpbench/backends/ipvs"
 	"kpbench.dev/kpbench/internal/testutil"
+	"kpbench.dev/kpbench/internal/upstream"
+	"kpbench.dev/kpbench/internal/upstream/upstreamtest"
 )
 
 // TestEveryBackendCanBeForcedFull: the agent's periodic resync and the full-sync
@@ -20,6 +23,9 @@ func TestEveryBackendCanBeForcedFull(t *testing.T) {
 	_, nsPath := testutil.NewNetNS(t) // some backends probe their tools at construction
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {
+			if NeedsAPIServer(name) {
+				upstreamtest.Require(t, upstream.KubeProxy)
+			}
 			b, err := New(name, Node{Name: "node-0", NetNSPath: nsPath, StateDir: t.TempDir()}, Settings{})
 			if errors.Is(err, ipvs.ErrNoIPVS) && os.Getenv("KPBENCH_REQUIRE_IPVS") != "1" {
 				t.Skip("kernel has no IPVS: make test-vm checks ipvs inside the microVM")
@@ -36,4 +42,19 @@ func TestUnknownBackend(t *testing.T) {
 	_, err := New("bogus", Node{}, Settings{})
 	assert.ErrorContains(t, err, "allowed values are")
 	assert.NotContains(t, Available(), "iptables-perrule")
+}
+
+func TestNeedsAPIServer(t *testing.T) {
+	for _, name := range Names() {
+		assert.Equal(t, strings.HasPrefix(name, "kube-proxy-"), NeedsAPIServer(name), name)
+	}
+	for _, name := range []string{"kube-proxy-iptables", "kube-proxy-nftables", "kube-proxy-ipvs"} {
+		assert.True(t, Valid(name), name)
+		if !HasUpstream() {
+			assert.NotContains(t, Available(), name, "not built: not in --backend all")
+		}
+	}
+	if !HasIPVS() {
+		assert.NotContains(t, Available(), "kube-proxy-ipvs")
+	}
 }

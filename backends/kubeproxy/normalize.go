@@ -15,9 +15,6 @@ type NormalizeOptions struct {
 	DropComments bool
 }
 
-// hashedPrefixes are kube-proxy's iptables chain prefixes followed by a 16-character hash.
-var hashedPrefixes = []string{"KUBE-SVC-", "KUBE-SVL-", "KUBE-EXT-", "KUBE-FW-", "KUBE-SEP-"}
-
 // unorderedChains are chains whose rules match disjoint packets, written by kube-proxy in
 // map-iteration order: their order carries no meaning and is sorted. A rule that must stay
 // last (the jump to KUBE-NODEPORTS) keeps its place at the end.

@@ -1,0 +1,284 @@
+//go:build linux
+
+package kubeproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/lab/netns"
+)
+
+// Options describe one node's upstream kube-proxy.
+type Options struct {
+	// Binary is the path of the kube-proxy binary.
+	Binary string
+	// NetNSPath is the node's namespace.
+	NetNSPath string
+	// StateDir receives the generated configuration and the log
+	// (kube-proxy-<node>.yaml, kube-proxy-<node>.log).
+	StateDir string
+	// Config is the kube-proxy configuration (mode, node, kubeconfig, periods).
+	Config Config
+	// WaitPublished, when set, blocks until every object of the lab's store is in the API
+	// server (the testbed's publisher); Sync calls it before it waits for kube-proxy.
+	WaitPublished func(ctx context.Context) error
+	// SyncTimeout bounds how long one Sync waits for kube-proxy (default 5 minutes: a
+	// full iptables sync of 5,000 Services takes ~11 s here, 20,000 several minutes).
+	SyncTimeout time.Duration
+	// Settle is how long a change may take to reach kube-proxy's informers after it was
+	// published, and so how long a Sync whose change kube-proxy ignores waits (default
+	// 500ms plus minSyncPeriod).
+	Settle time.Duration
+}
+
+// Backend runs upstream kube-proxy on one node (see the package documentation).
+type Backend struct {
+	opts   Options
+	client *http.Client
+
+	mu        sync.Mutex
+	proc      *process
+	prev      Samples // scrape at the end of the previous Sync
+	restart   bool    // ForceFullSync asked for a new process
+	cfgPath   string
+	logPath   string
+	lastStart time.Time
+}
+
+// New returns a backend for one node; kube-proxy starts at the first Sync.
+func New(o Options) (*Backend, error) {
+	if o.Binary == "" {
+		return nil, errors.New("kube-proxy: no binary (build it with `make upstream`)")
+	}
+	if _, err := os.Stat(o.Binary); err != nil {
+		return nil, fmt.Errorf("kube-proxy binary: %w (build it with `make upstream`)", err)
+	}
+	switch o.Config.Mode {
+	case ModeIPTables, ModeNFTables, ModeIPVS:
+	default:
+		return nil, fmt.Errorf("kube-proxy: unknown mode %q", o.Config.Mode)
+	}
+	if o.SyncTimeout == 0 {
+		o.SyncTimeout = 5 * time.Minute
+	}
+	if o.Settle == 0 {
+		o.Settle = 500*time.Millisecond + max(o.Config.MinSyncPeriod, 0)
+		if o.Config.MinSyncPeriod == 0 {
+			o.Settle += time.Second // kube-proxy's default minSyncPeriod
+		}
+	}
+	b := &Backend{opts: o}
+	b.cfgPath = filepath.Join(o.StateDir, "kube-proxy-"+o.Config.NodeName+".yaml")
+	b.logPath = filepath.Join(o.StateDir, "kube-proxy-"+o.Config.NodeName+".log")
+	b.client = &http.Client{
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{
+			DisableKeepAlives: true,
+			DialContext:       b.dialInNode,
+		},
+	}
+	return b, nil
+}
+
+// Name returns kube-proxy-<mode>.
+func (b *Backend) Name() string { return "kube-proxy-" + string(b.opts.Config.Mode) }
+
+// LogPath returns the path of kube-proxy's log.
+func (b *Backend) LogPath() string { return b.logPath }
+
+// NeedsAPIServer reports that this backend reads the lab's API server (see backends/all).
+func (b *Backend) NeedsAPIServer() bool { return true }
+
+// ForceFullSync makes the next Sync restart kube-proxy, whose first sync is always full.
+func (b *Backend) ForceFullSync() {
+	b.mu.Lock()
+	b.restart = true
+	b.mu.Unlock()
+}
+
+// dialInNode opens the TCP connection from a thread inside the node's namespace; the
+// socket stays there.
+func (b *Backend) dialInNode(ctx context.Context, network, addr string) (net.Conn, error) {
+	var c net.Conn
+	err := netns.Do(b.opts.NetNSPath, func() error {
+		if err := netns.Guard(); err != nil {
+			return err
+		}
+		var d net.Dialer
+		var err error
+		c, err = d.DialContext(ctx, network, addr)
+		return err
+	})
+	return c, err
+}
+
+// Scrape reads kube-proxy's /metrics from inside the node's namespace.
+func (b *Backend) Scrape(ctx context.Context) (Samples, error) {
+	url := "http://" + netip.AddrPortFrom(b.opts.Config.NodeIP, MetricsPort).String() + "/metrics"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return ParseMetrics(resp.Body)
+}
+
+// start writes the configuration and starts kube-proxy. Call with b.mu held.
+func (b *Backend) start() error {
+	cfg, err := b.opts.Config.Render()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(b.opts.StateDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(b.cfgPath, cfg, 0o644); err != nil {
+		return err
+	}
+	p, err := startIn(b.opts.NetNSPath, b.opts.Binary, []string{"--config", b.cfgPath, "--v=2"}, b.logPath)
+	if err != nil {
+		return err
+	}
+	b.proc, b.prev, b.lastStart = p, nil, time.Now()
+	return nil
+}
+
+// Sync waits until kube-proxy has programmed what the API server holds: desired is not
+// used (kube-proxy reads the same objects from the API server). See the package documentation for the wait rule and the mapping of
+// kube-proxy's metrics onto the result.
+func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.SyncResult, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	node := b.opts.Config.NodeName
+	if b.restart && b.proc != nil {
+		if err := b.proc.stop(ctx, 10*time.Second); err != nil {
+			return backends.SyncResult{}, fmt.Errorf("restart kube-proxy on %s: %w", node, err)
+		}
+		b.proc = nil
+	}
+	b.restart = false
+	if b.proc == nil {
+		if err := b.start(); err != nil {
+			return backends.SyncResult{}, fmt.Errorf("kube-proxy on %s: %w", node, err)
+		}
+	}
+	if b.opts.WaitPublished != nil {
+		if err := b.opts.WaitPublished(ctx); err != nil {
+			return backends.SyncResult{}, fmt.Errorf("kube-proxy on %s: publish to the API server: %w", node, err)
+		}
+	}
+	published := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, b.opts.SyncTimeout)
+	defer cancel()
+	var cur Samples
+	var scrapeErr error
+	agreed := 0 // consecutive scrapes that said "done"
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if done, err := b.proc.exited(); done {
+			b.proc = nil
+			return backends.SyncResult{}, fmt.Errorf("kube-proxy on %s exited: %v; log %s:\n%s", node, err, b.logPath, tailFile(b.logPath, 20))
+		}
+		cur, scrapeErr = b.Scrape(ctx)
+		if scrapeErr == nil && b.done(cur, published) {
+			agreed++
+			if agreed >= 2 {
+				break
+			}
+		} else {
+			agreed = 0
+		}
+		select {
+		case <-ctx.Done():
+			return backends.SyncResult{}, errors.Join(fmt.Errorf("kube-proxy on %s: not synced after %s (log %s):\n%s", node, time.Since(published).Round(time.Millisecond), b.logPath, tailFile(b.logPath, 20)), scrapeErr, ctx.Err())
+		case <-tick.C:
+		}
+	}
+	res := backends.SyncResult{
+		Full:  delta(cur, b.prev, MetricSyncFull+"_count") > 0 || b.prev == nil,
+		Apply: time.Duration(delta(cur, b.prev, MetricSyncDuration+"_sum") * float64(time.Second)),
+		Rules: int(cur[MetricIPTablesTotal] + cur[MetricNFTablesObjects]),
+	}
+	b.prev = cur
+	return res, nil
+}
+
+// done reports whether a scrape shows kube-proxy caught up with everything published at
+// published:
+//   - it has synced at least once, and no change it received is pending, and
+//   - either a sync ended after the publication and kube-proxy received changes since the
+//     previous Sync (it saw and programmed this one), or Settle has passed since the
+//     publication without a change queued after the last sync (kube-proxy ignored the
+//     change: nothing it programs changed).
+//
+// Two consecutive scrapes must agree, so a change still on its way through the watch is
+// not taken for programmed.
+func (b *Backend) done(s Samples, published time.Time) bool {
+	if s[MetricSyncDuration+"_count"] == 0 || s.pending() > 0 {
+		return false
+	}
+	last := s[MetricLastSync]
+	pub := float64(published.UnixNano()) / 1e9
+	if last >= pub && (b.prev == nil || s.changes() > b.prev.changes()) {
+		return true
+	}
+	if time.Since(published) < b.opts.Settle {
+		return false
+	}
+	return !s.Has(MetricLastQueued) || s[MetricLastQueued] <= last
+}
+
+// Close stops kube-proxy (SIGTERM, then SIGKILL after 10 s) and leaves its rules in place
+// (the lab's teardown removes them with the namespace). The next Sync would start it again.
+func (b *Backend) Close(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.proc == nil {
+		return nil
+	}
+	err := b.proc.stop(ctx, 10*time.Second)
+	b.proc = nil
+	if err != nil {
+		return fmt.Errorf("stop kube-proxy on %s: %w", b.opts.Config.NodeName, err)
+	}
+	return nil
+}
+
+// Cleanup stops kube-proxy (SIGTERM, then SIGKILL after 10 s) and removes its rules with
+// `kube-proxy --cleanup` in the node's namespace.
+//
+// Equivalent to: `kill $pid; ip netns exec $ns kube-proxy --cleanup --config $cfg`.
+func (b *Backend) Cleanup(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var errs []error
+	if b.proc != nil {
+		errs = append(errs, b.proc.stop(ctx, 10*time.Second))
+		b.proc = nil
+	}
+	if _, err := os.Stat(b.cfgPath); err == nil {
+		_, err := netns.Exec(ctx, b.opts.NetNSPath, netns.Command{Path: b.opts.Binary, Args: []string{"--cleanup", "--config", b.cfgPath}})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("kube-proxy --cleanup on %s: %w", b.opts.Config.NodeName, err))
+		}
+	}
+	return errors.Join(errs...)
+}

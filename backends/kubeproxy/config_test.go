@@ -1,0 +1,52 @@
+package kubeproxy
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestConfigRender(t *testing.T) {
+	base := Config{Mode: ModeIPTables, NodeName: "node-1", NodeIP: netip.MustParseAddr("172.18.0.11"), Kubeconfig: "/run/kpbench/x/kubeconfig-node-1"}
+	tests := []struct {
+		name    string
+		mod     func(*Config)
+		want    []string
+		wantErr string
+	}{
+		{name: "defaults", want: []string{
+			"mode: iptables\n", "hostnameOverride: node-1\n",
+			"metricsBindAddress: 172.18.0.11:10249\n", "healthzBindAddress: 172.18.0.11:10256\n",
+			`kubeconfig: "/run/kpbench/x/kubeconfig-node-1"`, "minSyncPeriod: 1s\n", "syncPeriod: 30s\n",
+			"masqueradeBit: 14\n", "scheduler: rr\n", "maxPerCore: 0\n",
+		}},
+		{name: "scenario values", mod: func(c *Config) {
+			c.Mode, c.MinSyncPeriod, c.SyncPeriod, c.MasqueradeBit, c.MasqueradeAll = ModeNFTables, 0, 0, 12, true
+			c.MinSyncPeriod, c.SyncPeriod = 250*time.Millisecond, time.Minute
+			c.ClusterCIDR = netip.MustParsePrefix("10.244.0.0/16")
+		}, want: []string{"mode: nftables\n", "minSyncPeriod: 250ms\n", "syncPeriod: 1m0s\n", "masqueradeBit: 12\n", "masqueradeAll: true\n", "clusterCIDR: 10.244.0.0/16\n"}},
+		{name: "ipvs scheduler", mod: func(c *Config) { c.Mode, c.Scheduler = ModeIPVS, "mh" }, want: []string{"mode: ipvs\n", "scheduler: mh\n"}},
+		{name: "unknown mode", mod: func(c *Config) { c.Mode = "userspace" }, wantErr: "unknown mode"},
+		{name: "no kubeconfig", mod: func(c *Config) { c.Kubeconfig = "" }, wantErr: "kubeconfig are required"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			if tc.mod != nil {
+				tc.mod(&c)
+			}
+			out, err := c.Render()
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			for _, w := range tc.want {
+				assert.Contains(t, string(out), w)
+			}
+		})
+	}
+}

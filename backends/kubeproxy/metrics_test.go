@@ -1,0 +1,87 @@
+//go:build linux
+
+package kubeproxy
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const sampleMetrics = `# HELP kubeproxy_sync_proxy_rules_duration_seconds [ALPHA] SyncProxyRules latency in seconds
+# TYPE kubeproxy_sync_proxy_rules_duration_seconds histogram
+kubeproxy_sync_proxy_rules_duration_seconds_bucket{le="0.001"} 0
+kubeproxy_sync_proxy_rules_duration_seconds_bucket{le="+Inf"} 3
+kubeproxy_sync_proxy_rules_duration_seconds_sum 0.75
+kubeproxy_sync_proxy_rules_duration_seconds_count 3
+kubeproxy_sync_full_proxy_rules_duration_seconds_sum 0.5
+kubeproxy_sync_full_proxy_rules_duration_seconds_count 1
+kubeproxy_sync_proxy_rules_iptables_total{table="filter"} 4
+kubeproxy_sync_proxy_rules_iptables_total{table="nat"} 20
+kubeproxy_sync_proxy_rules_last_timestamp_seconds 1.7645e+09
+kubeproxy_sync_proxy_rules_endpoint_changes_pending 0
+kubeproxy_sync_proxy_rules_service_changes_pending 0
+kubeproxy_sync_proxy_rules_endpoint_changes_total 5
+kubeproxy_sync_proxy_rules_service_changes_total 2
+`
+
+func TestParseMetrics(t *testing.T) {
+	s, err := ParseMetrics(strings.NewReader(sampleMetrics))
+	require.NoError(t, err)
+	assert.Equal(t, 0.75, s[MetricSyncDuration+"_sum"])
+	assert.Equal(t, 3.0, s[MetricSyncDuration+"_count"])
+	assert.Equal(t, 24.0, s[MetricIPTablesTotal], "summed over tables")
+	assert.Equal(t, 7.0, s.changes())
+	assert.False(t, s.Has(MetricSyncDuration+"_bucket"))
+	assert.False(t, s.Has(MetricLastQueued))
+
+	for _, bad := range []string{"x{a=\"b\" 1", "x\n", "x abc\n"} {
+		_, err := ParseMetrics(strings.NewReader(bad))
+		assert.Error(t, err, bad)
+	}
+}
+
+func TestDelta(t *testing.T) {
+	prev := Samples{"c": 10}
+	assert.Equal(t, 5.0, delta(Samples{"c": 15}, prev, "c"))
+	assert.Equal(t, 3.0, delta(Samples{"c": 3}, prev, "c"), "restarted process: counters start again")
+	assert.Equal(t, 4.0, delta(Samples{"c": 4}, nil, "c"))
+}
+
+func TestDone(t *testing.T) {
+	pub := time.Now()
+	secs := func(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+	after, before := secs(pub.Add(100*time.Millisecond)), secs(pub.Add(-time.Second))
+	synced := func(last, changes, pending float64) Samples {
+		return Samples{MetricSyncDuration + "_count": 1, MetricLastSync: last, MetricEndpointsTotal: changes, MetricEndpointsPending: pending}
+	}
+	tests := []struct {
+		name      string
+		prev      Samples
+		cur       Samples
+		published time.Time
+		want      bool
+	}{
+		{name: "never synced", cur: Samples{}, published: pub},
+		{name: "first sync after publication", cur: synced(after, 3, 0), published: pub, want: true},
+		{name: "changes pending", cur: synced(after, 3, 1), published: pub},
+		{name: "synced after publication, change received", prev: synced(before, 3, 0), cur: synced(after, 4, 0), published: pub, want: true},
+		{name: "synced after publication, change not received yet", prev: synced(before, 3, 0), cur: synced(after, 3, 0), published: pub},
+		{name: "last sync before publication", prev: synced(before, 3, 0), cur: synced(before, 4, 0), published: pub},
+		{name: "ignored change, settle passed", prev: synced(before, 3, 0), cur: synced(before, 3, 0), published: pub.Add(-time.Hour), want: true},
+		{name: "queued after the last sync", prev: synced(before, 3, 0), cur: func() Samples {
+			s := synced(before, 3, 0)
+			s[MetricLastQueued] = after
+			return s
+		}(), published: pub.Add(-time.Hour)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &Backend{opts: Options{Settle: time.Second}, prev: tc.prev}
+			assert.Equal(t, tc.want, b.done(tc.cur, tc.published))
+		})
+	}
+}
