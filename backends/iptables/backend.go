@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +33,9 @@ type Options struct {
 	LockFile string
 	// MasqueradeBit is the bit of KUBE-MARK-MASQ (default DefaultMasqueradeBit, 0x4000).
 	MasqueradeBit int
+	// LockWait bounds how long each tool waits for the xtables lock (`-w SECONDS`, rounded
+	// up to whole seconds; kube-proxy uses 5s). 0 waits until the sync's context ends.
+	LockWait time.Duration
 }
 
 // Backend is the "iptables" proxy mode: one `iptables-restore --noflush --counters` per sync,
@@ -98,6 +103,17 @@ func (b *Backend) RestoreFailures() int {
 }
 
 func (b *Backend) run(ctx context.Context, path string, stdin []byte, args ...string) (execResult, error) {
+	if b.opts.LockWait > 0 && slices.Contains(args, "-w") {
+		secs := strconv.Itoa(int((b.opts.LockWait + time.Second - 1) / time.Second))
+		var withWait []string
+		for _, a := range args {
+			withWait = append(withWait, a)
+			if a == "-w" {
+				withWait = append(withWait, secs)
+			}
+		}
+		args = withWait
+	}
 	return b.exec.Run(ctx, netns.Command{Path: path, Args: args, Stdin: stdin, Env: b.env})
 }
 
