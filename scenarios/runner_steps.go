@@ -5,6 +5,7 @@ package scenarios
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -233,6 +234,9 @@ func (r *backendRun) resolveTarget(t Target) (netip.AddrPort, *backends.ServiceP
 
 // expect probes and judges; it records a case either way.
 func (r *backendRun) expect(ctx context.Context, e *ExpectStep, name string) error {
+	if e.Expectation == ExpectHTTPStatus {
+		return r.expectHTTPStatus(ctx, e, name) // runner_health.go
+	}
 	start := time.Now()
 	record := func(err error, evidence string) error {
 		c := reports.Case{Name: name, Backend: r.backend, Result: reports.CasePass, Evidence: evidence, Duration: time.Since(start)}
@@ -437,7 +441,11 @@ func (r *backendRun) measure(ctx context.Context, m *MeasureStep) error {
 		if err != nil {
 			return err
 		}
-		mm, err := r.distribution(ctx, from, n, conns, labels)
+		dp, err := parseDistParams(param)
+		if err != nil {
+			return fmt.Errorf("measure distribution: %w", err)
+		}
+		mm, err := r.distribution(ctx, from, n, conns, labels, dp)
 		if err != nil {
 			return err
 		}
@@ -459,8 +467,10 @@ func (r *backendRun) measure(ctx context.Context, m *MeasureStep) error {
 		out = append(out, mm)
 	case "programming-latency":
 		out = append(out, measure.ProgrammingLatency(r.tb, labels))
+	case "throughput": // adds its own results (see throughput_step.go)
+		return r.throughput(ctx, m, labels)
 	default:
-		return fmt.Errorf("unknown measurement %q: allowed are sync, lookup, distribution, rules, perrule, programming-latency", m.Name)
+		return fmt.Errorf("unknown measurement %q: allowed are sync, lookup, distribution, rules, perrule, programming-latency, throughput", m.Name)
 	}
 	for _, mm := range out {
 		r.res.Add(r.backend, mm)
@@ -476,17 +486,116 @@ func clone(m map[string]string) map[string]string {
 	return out
 }
 
+// distParams are the optional params of the distribution measurement.
+//
+//   - scheduler: switch every node's IPVS scheduler (rr, wrr, sh, lc, mh, ...) from here on,
+//     as restarting kube-proxy with another ipvs.scheduler would (ipvs backend only);
+//   - weights: "w0,w1,...", one weight per endpoint in pod-name order, set on the IPVS real
+//     servers for this measurement only; the expected shares become weight/sum. A kpbench
+//     extension: kube-proxy gives every real server weight 1 (ipvs backend only);
+//   - affinity: "ClientIP" gives the service sessionAffinity ClientIP (any backend);
+//   - expected: "uniform" (default), "weights" (default with weights) or "sticky": one
+//     endpoint must take every connection from the fixed source (sh, ClientIP affinity).
+//
+// Every result carries chi2, df and p_value against the expected shares, max_deviation (the
+// largest |count - expected count| over the endpoints) and same_backend_share (the busiest
+// endpoint's share of the answered connections).
+type distParams struct {
+	scheduler string
+	weights   []int
+	affinity  bool
+	expected  string
+}
+
+// parseDistParams reads distParams through the measurement's param lookup.
+func parseDistParams(param func(key, def string) string) (distParams, error) {
+	dp := distParams{scheduler: param("scheduler", ""), expected: param("expected", "")}
+	if w := param("weights", ""); w != "" {
+		for _, f := range strings.Split(w, ",") {
+			v, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || v < 1 || v > 65535 {
+				return dp, fmt.Errorf("params.weights: %q: want comma-separated integers 1..65535", w)
+			}
+			dp.weights = append(dp.weights, v)
+		}
+	}
+	switch a := param("affinity", "None"); a {
+	case "None":
+	case "ClientIP":
+		dp.affinity = true
+	default:
+		return dp, fmt.Errorf("params.affinity: %q: want None or ClientIP", a)
+	}
+	if dp.expected == "" {
+		dp.expected = "uniform"
+		if dp.weights != nil {
+			dp.expected = "weights"
+		}
+	}
+	if !slices.Contains([]string{"uniform", "weights", "sticky"}, dp.expected) {
+		return dp, fmt.Errorf("params.expected: %q: want uniform, weights or sticky", dp.expected)
+	}
+	if dp.expected == "weights" && dp.weights == nil {
+		return dp, fmt.Errorf("params.expected: weights needs params.weights")
+	}
+	return dp, nil
+}
+
+// ipvsExperiment is what the ipvs backend offers experiments (backends/ipvs.Backend).
+type ipvsExperiment interface {
+	SetScheduler(name string) error
+	SetWeights(w map[netip.Addr]int) error
+}
+
+// ipvsAgents returns every node's ipvs backend, or an error naming the param that needs it.
+func (r *backendRun) ipvsAgents(what string) ([]ipvsExperiment, error) {
+	var out []ipvsExperiment
+	for _, ag := range r.tb.Agents {
+		b, ok := ag.Backend().(ipvsExperiment)
+		if !ok {
+			return nil, fmt.Errorf("measure distribution: params.%s needs the ipvs backend, not %s", what, r.backend)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// forceFullSyncs makes every node's agent sync fully now (after an experiment override).
+func (r *backendRun) forceFullSyncs(ctx context.Context) error {
+	for _, ag := range r.tb.Agents {
+		if _, err := ag.ForceSync(ctx, true); err != nil {
+			return fmt.Errorf("measure distribution: sync %s: %w", ag.Node(), err)
+		}
+	}
+	return nil
+}
+
 // distribution creates (once) a service over n of the synthetic pods and measures how
 // new connections spread over them.
-func (r *backendRun) distribution(ctx context.Context, from string, n, conns int, labels map[string]string) (reports.Measurement, error) {
+func (r *backendRun) distribution(ctx context.Context, from string, n, conns int, labels map[string]string, dp distParams) (reports.Measurement, error) {
 	if err := r.ensureSynthPods(ctx); err != nil {
 		return reports.Measurement{}, err
 	}
 	if n > len(r.synthPods) {
 		return reports.Measurement{}, fmt.Errorf("measure distribution: at most %d endpoints", len(r.synthPods))
 	}
+	if dp.weights != nil && len(dp.weights) != n {
+		return reports.Measurement{}, fmt.Errorf("measure distribution: params.weights has %d weights for %d endpoints", len(dp.weights), n)
+	}
+	if dp.scheduler != "" {
+		bs, err := r.ipvsAgents("scheduler")
+		if err != nil {
+			return reports.Measurement{}, err
+		}
+		for _, b := range bs {
+			if err := b.SetScheduler(dp.scheduler); err != nil {
+				return reports.Measurement{}, fmt.Errorf("measure distribution: %w", err)
+			}
+		}
+		labels["scheduler"] = dp.scheduler
+	}
 	const distIndex = 999999 // a name that sorts after every ladder service
-	t := synth.Template{EndpointsPerService: n}
+	t := synth.Template{EndpointsPerService: n, AffinityClientIP: dp.affinity}
 	if err := r.tb.Apply(ctx, synth.Service(distIndex, t), synth.Slice(distIndex, 0, t, r.synthPods)); err != nil {
 		return reports.Measurement{}, err
 	}
@@ -497,11 +606,68 @@ func (r *backendRun) distribution(ctx context.Context, from string, n, conns int
 	if err != nil {
 		return reports.Measurement{}, err
 	}
-	m, err := measure.Distribution(ctx, r.tb, from, target, lab.TCP, r.readyPods(sp), nil, conns, labels)
+	pods := r.readyPods(sp)
+	var shares []float64
+	if dp.weights != nil {
+		bs, err := r.ipvsAgents("weights")
+		if err != nil {
+			return reports.Measurement{}, err
+		}
+		byName := map[string]netip.Addr{}
+		for _, h := range r.tb.Lab.Hosts(lab.KindPod) {
+			byName[h.Name] = h.IP
+		}
+		w, sum := map[netip.Addr]int{}, 0
+		for i, pod := range pods {
+			w[byName[pod]] = dp.weights[i]
+			sum += dp.weights[i]
+		}
+		for _, v := range dp.weights {
+			shares = append(shares, float64(v)/float64(sum))
+		}
+		for _, b := range bs {
+			if err := b.SetWeights(w); err != nil {
+				return reports.Measurement{}, fmt.Errorf("measure distribution: %w", err)
+			}
+		}
+		defer func() { // weights hold for this measurement only
+			for _, b := range bs {
+				_ = b.SetWeights(nil)
+			}
+			_ = r.forceFullSyncs(context.WithoutCancel(ctx))
+		}()
+		ws := make([]string, len(dp.weights))
+		for i, v := range dp.weights {
+			ws[i] = strconv.Itoa(v)
+		}
+		labels["weights"] = strings.Join(ws, ",")
+	}
+	if dp.scheduler != "" || dp.weights != nil {
+		if err := r.forceFullSyncs(ctx); err != nil {
+			return reports.Measurement{}, err
+		}
+	}
+	if dp.affinity {
+		labels["affinity"] = "ClientIP"
+	}
+	m, err := measure.Distribution(ctx, r.tb, from, target, lab.TCP, pods, shares, conns, labels)
 	if err != nil {
 		return m, err
 	}
-	m.Params["expected"] = "uniform"
+	m.Params["expected"] = dp.expected
+	answered, top := 0.0, 0.0
+	for _, c := range m.Samples {
+		answered += c
+		top = max(top, c)
+	}
+	if answered > 0 {
+		dev := 0.0
+		for i, c := range m.Samples {
+			dev = max(dev, math.Abs(c-answered*m.Extra["share_"+strconv.Itoa(i)]))
+		}
+		m.Extra["max_deviation"] = dev
+		m.Extra["same_backend_share"] = top / answered
+	}
 	return m, nil
 }
 

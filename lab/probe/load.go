@@ -185,6 +185,7 @@ type loadWorker struct {
 	conn      net.Conn // LoadRequests: the kept-alive connection
 	startErr  error
 	netDialer net.Dialer
+	w         *netns.Worker // the worker's thread in the namespace, for every new socket
 }
 
 // Load runs a load from the lab host whose namespace is at nsPath: spec.Workers workers,
@@ -216,7 +217,7 @@ func Load(ctx context.Context, nsPath string, spec LoadSpec) (LoadResult, error)
 			return LoadResult{}, fmt.Errorf("load from %s: %w", nsPath, err)
 		}
 		workers = append(workers, w)
-		lw := &loadWorker{classes: map[ErrClass]int{}, pods: map[string]int{}}
+		lw := &loadWorker{w: w, classes: map[ErrClass]int{}, pods: map[string]int{}}
 		lw.netDialer.Timeout = spec.OpTimeout
 		state[i] = lw
 		if err := w.Run(ctx, netns.Guard); err != nil {
@@ -269,40 +270,49 @@ func Load(ctx context.Context, nsPath string, spec LoadSpec) (LoadResult, error)
 		lw := state[i]
 		lw.slices = make([]int, nSlices)
 		lw.lat = make([]time.Duration, 0, min(latCap, 4096))
+		loop := func() {
+			<-start
+			if lw.startErr != nil {
+				return // this worker could not connect: it sits the load out
+			}
+			deadline := t0.Add(spec.Duration)
+			for ctx.Err() == nil && time.Now().Before(deadline) && budget.Add(-1) >= 0 {
+				opStart := time.Now()
+				err := lw.op(ctx, spec)
+				now := time.Now()
+				if err != nil {
+					lw.fail(err)
+					continue
+				}
+				lw.ops++
+				k := int(now.Sub(t0) / spec.Slice)
+				for k >= len(lw.slices) { // an operation that ended after the window
+					lw.slices = append(lw.slices, 0)
+				}
+				lw.slices[k]++
+				if len(lw.lat) < latCap {
+					lw.lat = append(lw.lat, now.Sub(opStart))
+				}
+			}
+			ends[i] = time.Now()
+			if lw.conn != nil {
+				closeRST(lw.conn)
+				lw.conn = nil
+			}
+		}
+		if spec.Mode == LoadRequests {
+			// The connection exists: its socket keeps its namespace, so requests and
+			// answers run on an ordinary goroutine (cheaper than waking a locked thread
+			// for every answer). Only a reconnect goes back to the worker's thread.
+			wg.Go(loop)
+			continue
+		}
 		wg.Go(func() {
-			// The loop runs on the worker's locked thread: sockets are created inside the
-			// namespace. Run waits for the loop (Background), which ctx, the deadline and
-			// the operation timeouts bound, so no worker touches lw after wg.Wait.
-			err := w.Run(context.Background(), func() error {
-				<-start
-				if lw.startErr != nil {
-					return nil // this worker could not connect: it sits the load out
-				}
-				deadline := t0.Add(spec.Duration)
-				for ctx.Err() == nil && time.Now().Before(deadline) && budget.Add(-1) >= 0 {
-					opStart := time.Now()
-					err := lw.op(ctx, spec)
-					now := time.Now()
-					if err != nil {
-						lw.fail(err)
-						continue
-					}
-					lw.ops++
-					if k := int(now.Sub(t0) / spec.Slice); k < len(lw.slices) {
-						lw.slices[k]++
-					}
-					if len(lw.lat) < latCap {
-						lw.lat = append(lw.lat, now.Sub(opStart))
-					}
-				}
-				ends[i] = time.Now()
-				if lw.conn != nil {
-					closeRST(lw.conn)
-					lw.conn = nil
-				}
-				return nil
-			})
-			if err != nil && lw.firstErr == nil {
+			// Every operation creates a socket: the loop runs on the worker's locked
+			// thread, inside the namespace. Run waits for the loop (Background), which
+			// ctx, the deadline and the operation timeouts bound, so no worker touches lw
+			// after wg.Wait.
+			if err := w.Run(context.Background(), func() error { loop(); return nil }); err != nil {
 				lw.startErr = err
 			}
 		})
@@ -313,7 +323,7 @@ func Load(ctx context.Context, nsPath string, spec LoadSpec) (LoadResult, error)
 	if err := parent.Err(); err != nil {
 		return LoadResult{}, fmt.Errorf("load %s from %s: %w", spec.Target, nsPath, err)
 	}
-	res := LoadResult{Mode: spec.Mode, Workers: spec.Workers, Classes: map[ErrClass]int{}, Slices: make([]int, nSlices),
+	res := LoadResult{Mode: spec.Mode, Workers: spec.Workers, Classes: map[ErrClass]int{}, Slices: make([]int, 1),
 		Slice: spec.Slice, PerWorker: make([]int, spec.Workers), Pods: map[string]int{}}
 	var last time.Time
 	for i, lw := range state {
@@ -330,6 +340,9 @@ func Load(ctx context.Context, nsPath string, spec LoadSpec) (LoadResult, error)
 			res.FirstErr = lw.firstErr
 		}
 		for k, n := range lw.slices {
+			if k >= len(res.Slices) {
+				res.Slices = append(res.Slices, make([]int, k+1-len(res.Slices))...)
+			}
 			res.Slices[k] += n
 		}
 		for p, n := range lw.pods {
@@ -348,9 +361,10 @@ func Load(ctx context.Context, nsPath string, spec LoadSpec) (LoadResult, error)
 		last = time.Now()
 	}
 	res.Elapsed = last.Sub(t0)
-	// Drop the slices after the window.
-	used := min(nSlices, int((res.Elapsed+spec.Slice-1)/spec.Slice))
-	res.Slices = res.Slices[:max(used, 1)]
+	// Trailing empty slices (the window ended before them) are no data.
+	for len(res.Slices) > 1 && res.Slices[len(res.Slices)-1] == 0 && time.Duration(len(res.Slices)-1)*spec.Slice >= res.Elapsed {
+		res.Slices = res.Slices[:len(res.Slices)-1]
+	}
 	return res, nil
 }
 
@@ -386,8 +400,13 @@ func (lw *loadWorker) op(ctx context.Context, spec LoadSpec) error {
 		defer closeRST(c)
 		return lw.exchange(c, spec)
 	}
-	if lw.conn == nil { // the kept-alive connection broke: connect again
-		c, err := lw.dial(ctx, spec)
+	if lw.conn == nil { // the kept-alive connection broke: connect again, in the namespace
+		var c net.Conn
+		err := lw.w.Run(context.Background(), func() error {
+			var err error
+			c, err = lw.dial(ctx, spec)
+			return err
+		})
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ package probe_test
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,6 +70,11 @@ func TestLoad(t *testing.T) {
 			Target: probe.Target{Addr: netip.AddrPortFrom(l.B.Addr, closedPort), Protocol: echo.TCP}}, wantClass: probe.Refused, maxOps: 200},
 		{name: "reset", spec: probe.LoadSpec{Mode: probe.LoadConnections, Workers: 2, Duration: 200 * time.Millisecond, MaxOps: 200,
 			Target: probe.Target{Addr: netip.AddrPortFrom(l.B.Addr, resetPort), Protocol: echo.TCP}}, wantClass: probe.Reset, maxOps: 200},
+		// The echo server answers a line longer than 4096 bytes with an error and closes:
+		// every request fails, and the broken connection is made again (on the worker's
+		// thread) for the next one.
+		{name: "requests broken", spec: probe.LoadSpec{Mode: probe.LoadRequests, Workers: 2, Duration: 200 * time.Millisecond, MaxOps: 100,
+			Payload: []byte(strings.Repeat("x", 5000))}, wantClass: probe.Other, maxOps: 100},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,12 +94,16 @@ func TestLoad(t *testing.T) {
 			}
 			assert.Equal(t, res.Ops, sum, "slices must add up to the operations")
 			if tt.maxOps > 0 {
-				assert.LessOrEqual(t, res.Ops+res.Errors, tt.maxOps)
+				// plus, in keep-alive mode, a failed first connect per worker
+				assert.LessOrEqual(t, res.Ops+res.Errors, tt.maxOps+spec.Workers)
 			}
 			if !tt.wantOps {
 				assert.Zero(t, res.Ops)
 				assert.Positive(t, res.Errors)
 				assert.Equal(t, res.Errors, res.Classes[tt.wantClass], "classes %v, first error %v", res.Classes, res.FirstErr)
+				if spec.Mode == probe.LoadRequests {
+					assert.Greater(t, res.Errors, spec.Workers, "broken connections were not made again")
+				}
 				return
 			}
 			require.Zero(t, res.Errors, "first error: %v", res.FirstErr)
