@@ -81,7 +81,7 @@ and measures them with real traffic.`,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 	}
-	root.AddCommand(newLabCmd(), newCheckCmd(), newRunCmd(), newConformCmd(), newReportCmd(), newCompareCmd(), newVMCmd(), newVersionCmd())
+	root.AddCommand(newLabCmd(), newCheckCmd(), newRunCmd(), newConformCmd(), newReportCmd(), newCompareCmd(), newVMCmd(), newVersionCmd(), newDiffRulesCmd())
 	return root
 }
 

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"kpbench.dev/kpbench/backends/all"
+	"kpbench.dev/kpbench/backends/kubeproxy"
+	"kpbench.dev/kpbench/lab"
+	"kpbench.dev/kpbench/lab/manifest"
+	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/scenarios"
+	"kpbench.dev/kpbench/scenarios/testbed"
+)
+
+// ruleFamily is how a backend's rules are dumped: iptables-save or nft list table.
+func ruleFamily(backend string) (string, error) {
+	switch backend {
+	case "iptables", "iptables-legacy", "iptables-perrule", "kube-proxy-iptables":
+		return "iptables", nil
+	case "nftables", "kube-proxy-nftables":
+		return "nftables", nil
+	}
+	return "", badInput("diff-rules: backend %q: allowed values are iptables, iptables-legacy, iptables-perrule, nftables, kube-proxy-iptables, kube-proxy-nftables", backend)
+}
+
+func newDiffRulesCmd() *cobra.Command {
+	var backend, against, node, keep string
+	var dropComments, allApplies bool
+	cmd := &cobra.Command{
+		Use:   "diff-rules SCENARIO --backend B --against B2",
+		Short: "Apply the same objects on two backends and diff their normalised rule sets",
+		Long: `diff-rules builds the scenario's lab twice, once per backend, applies the same objects
+(the scenario's manifests and its apply steps up to the first expect; with --all-applies
+every apply step), waits until the node has programmed them, and dumps the node's rules:
+iptables-save for the iptables modes, 'nft list table ip kube-proxy' for nftables. Both
+dumps are normalised (counters and handles dropped, kube-proxy's hashed chain names mapped
+to readable ones from the rule comments and DNAT targets, comments quoted, sets and the
+rules of unordered chains sorted) and compared as a unified diff.
+
+Exit status: 0 no difference, 1 the rule sets differ, 2 bad input, 3 the bench failed.`,
+		Example: `  kpbench diff-rules scenarios/examples/nginx-nodeport.scenario.yaml --backend iptables --against kube-proxy-iptables
+  kpbench diff-rules scenarios/conformance/hairpin.yaml --backend nftables --against kube-proxy-nftables --keep /tmp/d`,
+		Args:    exactArgs(1),
+		PreRunE: requireRoot,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fa, err := ruleFamily(backend)
+			if err != nil {
+				return err
+			}
+			fb, err := ruleFamily(against)
+			if err != nil {
+				return err
+			}
+			if fa != fb {
+				return badInput("diff-rules: %s (%s) and %s (%s) write different rule families", backend, fa, against, fb)
+			}
+			sc, err := scenarios.Load(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			objs, skipped := diffObjects(sc, allApplies)
+			for _, s := range skipped {
+				fmt.Fprintf(cmd.ErrOrStderr(), "diff-rules: step %s is not applied (only manifests and apply steps are)\n", s)
+			}
+			opts := diffRulesOptions{family: fa, node: node, normalize: kubeproxy.NormalizeOptions{DropComments: dropComments}, progress: cmd.ErrOrStderr()}
+			a, err := dumpRules(cmd.Context(), sc, backend, objs, opts)
+			if err != nil {
+				return err
+			}
+			b, err := dumpRules(cmd.Context(), sc, against, objs, opts)
+			if err != nil {
+				return err
+			}
+			if keep != "" {
+				if err := os.MkdirAll(keep, 0o755); err != nil {
+					return err
+				}
+				for name, d := range map[string]ruleDump{backend: a, against: b} {
+					if err := os.WriteFile(filepath.Join(keep, name+".raw"), []byte(d.raw), 0o644); err != nil {
+						return err
+					}
+					if err := os.WriteFile(filepath.Join(keep, name+".norm"), []byte(d.norm), 0o644); err != nil {
+						return err
+					}
+				}
+			}
+			diff, err := unifiedDiff(cmd.Context(), backend, a.norm, against, b.norm)
+			if err != nil {
+				return err
+			}
+			if diff == "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "no difference between %s and %s on %s (%d lines)\n", backend, against, node, strings.Count(a.norm, "\n"))
+				return nil
+			}
+			fmt.Fprint(cmd.OutOrStdout(), diff)
+			return failedError{fmt.Sprintf("the rules of %s and %s differ on %s", backend, against, node)}
+		},
+	}
+	cmd.Flags().StringVar(&backend, "backend", "iptables", "the backend under test")
+	cmd.Flags().StringVar(&against, "against", "kube-proxy-iptables", "the reference backend")
+	cmd.Flags().StringVar(&node, "node", lab.NodeName(0), "the node whose rules are compared")
+	cmd.Flags().BoolVar(&dropComments, "drop-comments", false, "compare without rule comments")
+	cmd.Flags().BoolVar(&allApplies, "all-applies", false, "apply every apply step, not only those before the first expect")
+	cmd.Flags().StringVar(&keep, "keep", "", "write the raw and normalised dumps into this directory")
+	return cmd
+}
+
+// diffObjects returns the objects diff-rules applies: the scenario's manifests, then the
+// objects of its apply steps up to the first expect (all of them with allApplies). Other
+// steps are not run; their names are returned.
+func diffObjects(sc *scenarios.Scenario, allApplies bool) (objs []runtime.Object, skipped []string) {
+	add := func(refs []scenarios.ManifestRef) {
+		for _, m := range refs {
+			for _, o := range m.Objects {
+				objs = append(objs, o.Object)
+			}
+		}
+	}
+	add(sc.Manifests)
+	for i, st := range sc.Steps {
+		switch {
+		case st.Apply != nil:
+			add(st.Apply.Manifests)
+		case st.Expect != nil && !allApplies:
+			return objs, skipped
+		case st.Expect != nil || st.Wait != nil || st.Measure != nil:
+		default:
+			name := st.Name
+			if name == "" {
+				name = fmt.Sprint(i + 1)
+			}
+			skipped = append(skipped, name)
+		}
+	}
+	return objs, skipped
+}
+
+type diffRulesOptions struct {
+	family    string
+	node      string
+	normalize kubeproxy.NormalizeOptions
+	progress  io.Writer
+}
+
+type ruleDump struct{ raw, norm string }
+
+// dumpRules runs the scenario's lab with backend, applies objs, waits for the sync and
+// returns the node's rules.
+func dumpRules(ctx context.Context, sc *scenarios.Scenario, backend string, objs []runtime.Object, o diffRulesOptions) (_ ruleDump, err error) {
+	if !all.Valid(backend) {
+		return ruleDump{}, badInput("--backend %q: allowed values are %s", backend, strings.Join(all.Names(), ", "))
+	}
+	opts, err := diffTestbedOptions(sc, backend)
+	if err != nil {
+		return ruleDump{}, usageError{err}
+	}
+	t0 := time.Now()
+	tb, err := testbed.Start(ctx, opts)
+	if err != nil {
+		return ruleDump{}, fmt.Errorf("%s: %w", backend, err)
+	}
+	defer func() { err = errors.Join(err, tb.Stop(context.WithoutCancel(ctx))) }()
+	if len(objs) > 0 {
+		if err := tb.Apply(ctx, objs...); err != nil {
+			return ruleDump{}, fmt.Errorf("%s: apply: %w", backend, err)
+		}
+	}
+	if err := tb.WaitSynced(ctx); err != nil {
+		return ruleDump{}, fmt.Errorf("%s: %w", backend, err)
+	}
+	h, ok := tb.Lab.Host(o.node)
+	if !ok || h.Kind != lab.KindNode {
+		return ruleDump{}, badInput("--node %q: not a node of the scenario's lab", o.node)
+	}
+	var cmd netns.Command
+	switch {
+	case o.family == "nftables":
+		cmd = netns.Command{Path: "nft", Args: []string{"list", "table", "ip", "kube-proxy"}}
+	case backend == "iptables-legacy" || backend == "iptables-perrule":
+		cmd = netns.Command{Path: "iptables-legacy-save"}
+	default:
+		cmd = netns.Command{Path: "iptables-nft-save"}
+	}
+	res, err := netns.Exec(ctx, h.NetNSPath, cmd)
+	if err != nil {
+		return ruleDump{}, fmt.Errorf("%s: dump %s: %w", backend, o.node, err)
+	}
+	d := ruleDump{raw: string(res.Stdout)}
+	if o.family == "nftables" {
+		d.norm = kubeproxy.NormalizeNFT(d.raw, o.normalize)
+	} else {
+		d.norm = kubeproxy.NormalizeIPTables(d.raw, o.normalize)
+	}
+	fmt.Fprintf(o.progress, "diff-rules: %s: %d objects applied, %d lines dumped from %s in %.1fs\n", backend, len(objs), strings.Count(d.raw, "\n"), o.node, time.Since(t0).Seconds())
+	return d, nil
+}
+
+// diffTestbedOptions builds the testbed of a scenario as `kpbench run` does: topology,
+// CIDRs, node port range and proxy configuration.
+func diffTestbedOptions(sc *scenarios.Scenario, backend string) (testbed.Options, error) {
+	t, pc := sc.Topology, sc.ProxyConfig
+	o := testbed.Options{Backend: backend, ProbePods: true}
+	var rnd [3]byte
+	_, _ = rand.Read(rnd[:])
+	o.Lab.Name = "diff" + hex.EncodeToString(rnd[:])
+	o.Lab.Nodes = t.Nodes
+	if t.Clients != nil {
+		o.Lab.Clients = *t.Clients
+	}
+	var err error
+	parse := func(s string, into *netip.Prefix) {
+		if s != "" && err == nil {
+			*into, err = netip.ParsePrefix(s)
+		}
+	}
+	parse(t.NodeCIDR, &o.Lab.NodeCIDR)
+	parse(t.PodCIDR, &o.Lab.PodCIDR)
+	parse(t.ServiceCIDR, &o.ServiceCIDR)
+	parse(t.LoadBalancerPool, &o.LoadBalancerPool)
+	parse(pc.ClusterCIDR, &o.View.ClusterCIDR)
+	if err != nil {
+		return o, err
+	}
+	if t.NodePortRange != "" {
+		pr, err := manifest.ParsePortRange(t.NodePortRange)
+		if err != nil {
+			return o, err
+		}
+		o.NodePortMin, o.NodePortMax = int32(pr.Min), int32(pr.Max)
+	}
+	o.View.MasqueradeAll = pc.IPTables.MasqueradeAll
+	if pc.IPTables.MasqueradeBit != nil {
+		o.Settings.MasqueradeBit = int(*pc.IPTables.MasqueradeBit)
+	}
+	o.Settings.Scheduler = pc.IPVS.Scheduler
+	// The bench syncs as soon as changes arrive; kube-proxy gets kube-proxy's periods.
+	if all.NeedsAPIServer(backend) {
+		minSync, sync := pc.IPTables.MinSyncPeriod, pc.IPTables.SyncPeriod
+		if strings.HasSuffix(backend, "nftables") {
+			minSync, sync = pc.NFTables.MinSyncPeriod, pc.NFTables.SyncPeriod
+		}
+		if minSync != nil {
+			o.MinSyncPeriod = minSync.Duration
+		}
+		if sync != nil {
+			o.SyncPeriod = sync.Duration
+		}
+	}
+	return o, nil
+}
+
+// unifiedDiff runs `diff -u` on the two texts; "" means equal.
+func unifiedDiff(ctx context.Context, nameA, a, nameB, b string) (string, error) {
+	dir, err := os.MkdirTemp("", "kpbench-diff-rules-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	pa, pb := filepath.Join(dir, nameA), filepath.Join(dir, nameB)
+	if nameA == nameB {
+		pb += ".against"
+	}
+	if err := os.WriteFile(pa, []byte(a), 0o644); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(pb, []byte(b), 0o644); err != nil {
+		return "", err
+	}
+	c := exec.CommandContext(ctx, "diff", "-u", "--label", nameA, "--label", nameB, pa, pb)
+	out, err := c.Output()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return "", nil
+	case errors.As(err, &ee) && ee.ExitCode() == 1:
+		return string(out), nil
+	}
+	return "", fmt.Errorf("diff -u: %w", err)
+}
