@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -152,13 +153,37 @@ func dashArgs(cmd *cobra.Command, args []string, what, example string) ([]string
 	return args, nil
 }
 
+// perKernelOut rewrites every --out DIR of kpbench arguments (before a `--`) to
+// DIR/<kernel>, so that a kernel matrix leaves one results directory per kernel instead of
+// each kernel overwriting the last.
+func perKernelOut(args []string, kernel string) []string {
+	out := slices.Clone(args)
+	for i := 0; i < len(out); i++ {
+		switch a := out[i]; {
+		case a == "--":
+			return out
+		case a == "--out" && i+1 < len(out):
+			out[i+1] = filepath.Join(out[i+1], kernel)
+			i++
+		case strings.HasPrefix(a, "--out="):
+			out[i] = "--out=" + filepath.Join(strings.TrimPrefix(a, "--out="), kernel)
+		}
+	}
+	return out
+}
+
 // runVMs runs argv once per config, printing a header per kernel when there are several,
 // and returns the first non-zero exit status as exitCodeError (the other kernels still run).
-func runVMs(cmd *cobra.Command, cfgs []vm.Config, argv []string) error {
+// With several kernels and perKernel, every --out DIR of argv becomes DIR/<kernel>.
+func runVMs(cmd *cobra.Command, cfgs []vm.Config, argv []string, perKernel bool) error {
 	firstCode := 0
 	for _, c := range cfgs {
+		argv := argv
 		if len(cfgs) > 1 {
 			fmt.Fprintf(cmd.ErrOrStderr(), "=== kpbench vm: kernel %s ===\n", c.Kernel)
+			if perKernel {
+				argv = append(argv[:1:1], perKernelOut(argv[1:], c.Kernel)...)
+			}
 		}
 		start := time.Now()
 		code, err := vm.Run(cmd.Context(), c, argv)
@@ -214,7 +239,15 @@ func newVMRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- KPBENCH-ARGS...",
 		Short: "Run this kpbench binary with the given arguments in the VM, once per --kernel",
+		Long: `Run this kpbench binary with the given arguments in the VM, once per --kernel.
+
+The --out directory is created on the host and shared writable, so results land on the host.
+A kernel matrix (--kernel given more than once) runs the same arguments on each kernel in
+turn and writes each kernel's results to OUT/<kernel> (e.g. out/vm/6.1.0-57 and
+out/vm/6.12.100+deb12); every results.json records the guest's kernel release and the
+accelerator, so compare backends within one directory and kernels with 'kpbench compare'.`,
 		Example: `  kpbench vm run -- check --help
+  kpbench vm run -- conform --backend ipvs --out out/conform-ipvs
   kpbench vm run --kernel 6.1.0-57 --kernel 6.12.100+deb12 --mem 1G -- run scenarios/x.yaml --out out/vm`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			args, err := dashArgs(cmd, args, "kpbench arguments", "check --help")
@@ -235,7 +268,7 @@ func newVMRunCmd() *cobra.Command {
 					return fmt.Errorf("vm run: --out %s: %w", d, err)
 				}
 			}
-			return runVMs(cmd, cfgs, append([]string{self}, args...))
+			return runVMs(cmd, cfgs, append([]string{self}, args...), true)
 		},
 	}
 	addVMFlags(cmd, &f, true)
@@ -268,7 +301,7 @@ func newVMExecCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runVMs(cmd, cfgs, append([]string{bin}, args[1:]...))
+			return runVMs(cmd, cfgs, append([]string{bin}, args[1:]...), false)
 		},
 	}
 	addVMFlags(cmd, &f, false)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -121,6 +122,27 @@ func TestOutDirs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			assert.Equal(t, tt.want, outDirs(tt.args))
+		})
+	}
+}
+
+func TestPerKernelOut(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"none", []string{"check", "f.yaml"}, []string{"check", "f.yaml"}},
+		{"separate", []string{"run", "x.yaml", "--out", "out/a", "--backend", "ipvs"}, []string{"run", "x.yaml", "--out", "out/a/6.1.0-57", "--backend", "ipvs"}},
+		{"equals", []string{"run", "--out=out/b", "x.yaml"}, []string{"run", "--out=out/b/6.1.0-57", "x.yaml"}},
+		{"after dash kept", []string{"lab", "exec", "--", "x", "--out", "y"}, []string{"lab", "exec", "--", "x", "--out", "y"}},
+		{"dangling", []string{"run", "--out"}, []string{"run", "--out"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := slices.Clone(tt.args)
+			assert.Equal(t, tt.want, perKernelOut(tt.args, "6.1.0-57"))
+			assert.Equal(t, in, tt.args, "the input is not modified")
 		})
 	}
 }
