@@ -197,6 +197,27 @@ func TestEndpointChangeInPlace(t *testing.T) {
 	assert.Equal(t, []string{"web-2", "web-2"}, pods(t, l.node, target(80, backends.TCP), 2))
 }
 
+// TestUDPSessionFollowsEndpointChange: a UDP client that keeps sending from one source
+// port keeps its session alive; when its endpoint leaves the service, the session must end
+// so that the next datagram reaches a current endpoint (conformance case
+// udp-server-cycles).
+func TestUDPSessionFollowsEndpointChange(t *testing.T) {
+	l := newTestLab(t)
+	l.sync(t, l.service("dns", backends.UDP, 53, port1))
+	opts := probe.Options{SourcePort: 40053}
+	ask := func() string {
+		t.Helper()
+		r := l.pod.Request(context.Background(), target(53, backends.UDP), opts)
+		require.NoError(t, r.Err)
+		return r.Answer.Pod
+	}
+	assert.Equal(t, "web-1", ask())
+	assert.Equal(t, "web-1", ask(), "one session per client address")
+	l.sync(t, l.service("dns", backends.UDP, 53, port2))
+	assert.Equal(t, "web-2", ask(), "the session on the removed endpoint was kept")
+	assert.Equal(t, "web-2", ask())
+}
+
 func TestAffinity(t *testing.T) {
 	l := newTestLab(t)
 	sp := l.service("sticky", backends.TCP, 80, port1, port2)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +65,23 @@ func (s *service) update(sp *backends.ServicePort) {
 	}
 	s.action = action
 	s.picker.update(eps, sp.AffinityClientIP, ttl)
+	s.closeStaleSessions(eps)
+}
+
+// closeStaleSessions ends the UDP sessions whose endpoint is no longer among eps, so that
+// the client's next datagram picks a live endpoint. A client that keeps sending never lets
+// its session idle out: without this, it would send to a removed pod forever (the
+// userspace twin of the kernel modes' stale UDP conntrack entries (kube-proxy deletes
+// those)). Closing the session's socket ends its reply loop.
+func (s *service) closeStaleSessions(eps []netip.AddrPort) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for client, u := range s.sessions {
+		if !slices.Contains(eps, u.endpoint) {
+			delete(s.sessions, client) // the next datagram makes a new session at once
+			_ = u.conn.Close()
+		}
+	}
 }
 
 // endpointsOf returns the endpoints the proxy of sp uses and what the rules do. The proxy
@@ -293,9 +311,10 @@ func abort(a, b net.Conn) {
 // udpSession is one UDP client of a service: a socket connected to its endpoint, and the
 // time of its latest traffic.
 type udpSession struct {
-	client netip.AddrPort
-	conn   net.Conn
-	last   atomic.Int64
+	client   netip.AddrPort
+	endpoint netip.AddrPort
+	conn     net.Conn
+	last     atomic.Int64
 }
 
 // packetLoop reads client datagrams and forwards each to its client's session.
@@ -341,7 +360,7 @@ func (s *service) session(client netip.AddrPort) *udpSession {
 	if err != nil {
 		return nil
 	}
-	u = &udpSession{client: client, conn: c}
+	u = &udpSession{client: client, endpoint: ep, conn: c}
 	u.last.Store(time.Now().UnixNano())
 	s.mu.Lock()
 	if s.closed {
