@@ -215,7 +215,7 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	res := backends.SyncResult{
 		Full:  delta(cur, b.prev, MetricSyncFull+"_count") > 0 || b.prev == nil,
 		Apply: time.Duration(delta(cur, b.prev, MetricSyncDuration+"_sum") * float64(time.Second)),
-		Rules: int(cur[MetricIPTablesTotal] + cur[MetricNFTablesObjects]),
+		Rules: int(cur[MetricIPTablesTotal]),
 	}
 	b.prev = cur
 	return res, nil

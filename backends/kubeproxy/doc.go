@@ -22,8 +22,8 @@
 //	                      syncs it ran for this change)
 //	SyncResult.Full     = delta of kubeproxy_sync_full_proxy_rules_duration_seconds_count > 0
 //	SyncResult.Rules    = kubeproxy_sync_proxy_rules_iptables_total summed over tables
-//	                      (iptables), kubeproxy_sync_proxy_rules_nftables_objects (nftables)
-//	                      when exposed
+//	                      (iptables mode; kube-proxy v1.37 exposes no count for nftables,
+//	                      so it is 0 there: count the kernel's rules with measure rules)
 //	SyncResult.Generate = 0 (kube-proxy does not separate generation from application)
 //
 // The agent's record of the sync (start to end of Sync) is the wall time from the change

@@ -22,7 +22,6 @@ const (
 	MetricEndpointsTotal   = "kubeproxy_sync_proxy_rules_endpoint_changes_total"
 	MetricServicesTotal    = "kubeproxy_sync_proxy_rules_service_changes_total"
 	MetricIPTablesTotal    = "kubeproxy_sync_proxy_rules_iptables_total"
-	MetricNFTablesObjects  = "kubeproxy_sync_proxy_rules_nftables_objects"
 	MetricRestoreFailures  = "kubeproxy_sync_proxy_rules_iptables_restore_failures_total"
 )
 
