@@ -120,6 +120,9 @@ func New(opts Options) (*Backend, error) {
 	if opts.NetNSPath == "" {
 		return nil, fmt.Errorf("userspace backend for node %q: no NetNSPath", opts.NodeName)
 	}
+	// One descriptor per service port and two per connection: 20,000 Services exceed
+	// the usual limit. A failure here shows later, as "too many open files" in Sync.
+	_ = raiseOpenFiles()
 	if opts.TCPIdleTimeout <= 0 {
 		opts.TCPIdleTimeout = DefaultTCPIdleTimeout
 	}
