@@ -608,29 +608,6 @@ func bucketMedians(samples []float64, base float64, n int) plotter.XYs {
 	return xys
 }
 
-// throughput: connections per second against Services, per backend.
-func (d *drawer) throughput() ([]Figure, error) {
-	all, labels, owners := d.bySize(MeasureThroughput, true, func(pt point) (string, bool) {
-		return pt.backend, true
-	})
-	if len(labels) == 0 {
-		return nil, nil
-	}
-	p := newPlot("Throughput vs number of Services (median, bars: 95% CI)", "Services (log scale)", "throughput (connections per second)")
-	p.Legend.Left = false
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = sizeTicks(all)
-	p.Y.Min = 0
-	for i, l := range labels {
-		if err := d.add(p, *all[l], owners[i], 0); err != nil {
-			return nil, err
-		}
-	}
-	p.Y.Tick.Marker = numberTicks{UnitPerSecond}
-	roomForLegend(p, len(labels), false)
-	return []Figure{{Name: "throughput", Title: "Throughput vs Services", Plot: p}}, nil
-}
-
 // cmpOr returns s, or def when s is empty.
 func cmpOr(s, def string) string {
 	if s == "" {
