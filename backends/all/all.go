@@ -63,6 +63,9 @@ func kubeProxy(mode kubeproxy.Mode) factory {
 		if err != nil {
 			return nil, err
 		}
+		if n.NetNSPath != "" && n.Kubeconfig == "" {
+			return nil, fmt.Errorf("node %s: kube-proxy-%s reads a real API server, and the testbed started none (no kubeconfig for the node)", n.Name, mode)
+		}
 		b, err := kubeproxy.New(kubeproxy.Options{
 			Binary: bin, NetNSPath: n.NetNSPath, StateDir: n.StateDir, WaitPublished: n.WaitPublished,
 			Config: kubeproxy.Config{

@@ -23,10 +23,14 @@ func TestEveryBackendCanBeForcedFull(t *testing.T) {
 	_, nsPath := testutil.NewNetNS(t) // some backends probe their tools at construction
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {
+			node := Node{Name: "node-0", NetNSPath: nsPath, StateDir: t.TempDir()}
 			if NeedsAPIServer(name) {
 				upstreamtest.Require(t, upstream.KubeProxy)
+				_, err := New(name, node, Settings{})
+				require.ErrorContains(t, err, "reads a real API server", "without a control plane")
+				node.Kubeconfig = "/nonexistent/kubeconfig" // read only when kube-proxy starts
 			}
-			b, err := New(name, Node{Name: "node-0", NetNSPath: nsPath, StateDir: t.TempDir()}, Settings{})
+			b, err := New(name, node, Settings{})
 			if errors.Is(err, ipvs.ErrNoIPVS) && os.Getenv("KPBENCH_REQUIRE_IPVS") != "1" {
 				t.Skip("kernel has no IPVS: make test-vm checks ipvs inside the microVM")
 			}
