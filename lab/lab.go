@@ -120,6 +120,9 @@ func Up(ctx context.Context, cfg Config, opts ...Option) (*Lab, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := CheckMachine(cfg); err != nil {
+		return nil, err
+	}
 	if os.Geteuid() != 0 {
 		return nil, errors.New("lab up: needs root (network namespaces)")
 	}

@@ -51,6 +51,12 @@ Exit status: 0 all paths pass, 1 a path failed, 2 bad input, 3 the bench failed.
 			if output != "table" && output != "json" {
 				return badInput("-o %q: allowed values are table, json", output)
 			}
+			if nodes < 1 || nodes > lab.MaxNodes {
+				return badInput("--nodes %d: allowed values are 1-%d", nodes, lab.MaxNodes)
+			}
+			if clients < 1 || clients > lab.MaxClients {
+				return badInput("--clients %d: allowed values are 1-%d (check probes from an external client)", clients, lab.MaxClients)
+			}
 			objs, err := manifest.ReadFiles(files...)
 			if err != nil {
 				return usageError{err}

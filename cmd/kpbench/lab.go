@@ -81,6 +81,9 @@ func newLabUpCmd() *cobra.Command {
 
 func (f labUpFlags) config() (lab.Config, error) {
 	cfg := lab.Config{Name: f.name, Nodes: f.nodes, PodsPerNode: f.podsPerNode, Clients: f.clnts}
+	if f.nodes < 1 || f.nodes > lab.MaxNodes { // 0 would mean "default" to lab.Config
+		return cfg, badInput("--nodes %d: allowed values are 1-%d", f.nodes, lab.MaxNodes)
+	}
 	var err error
 	if cfg.NodeCIDR, err = netip.ParsePrefix(f.nodeCIDR); err != nil {
 		return cfg, badInput("--node-cidr %q: %v", f.nodeCIDR, err)
@@ -90,6 +93,9 @@ func (f labUpFlags) config() (lab.Config, error) {
 	}
 	cfg.Default()
 	if err := cfg.Validate(); err != nil {
+		return cfg, usageError{err}
+	}
+	if err := lab.CheckMachine(cfg); err != nil {
 		return cfg, usageError{err}
 	}
 	return cfg, nil

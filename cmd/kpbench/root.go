@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"kpbench.dev/kpbench/lab"
 )
 
 // Exit codes: 0 success, 1 a check or expectation failed, 2 bad input (flags, files),
@@ -61,7 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "kpbench:", err)
 	switch {
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.Is(err, lab.ErrMachineLimit):
 		return exitBadInput
 	case errors.As(err, &fe):
 		return exitFailed
