@@ -18,7 +18,7 @@ func BenchmarkGenerate(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				w := &writer{tx: be.nft.NewTransaction()}
-				be.writeFull(w, be.nft.NewTransaction(), cfg, s, nil, nil)
+				be.writeFull(w, cfg, s, nil, nil)
 			}
 		})
 	}
@@ -33,7 +33,8 @@ func BenchmarkGenerateIncremental(b *testing.B) {
 	// Pretend a full sync succeeded: record its state without running the fake
 	// (the fake copies the whole table at every Run).
 	w := &writer{tx: be.nft.NewTransaction()}
-	be.commit(be.writeFull(w, be.nft.NewTransaction(), cfg, s, nil, nil), cfg)
+	ps, _ := be.writeFull(w, cfg, s, nil, nil)
+	be.commit(ps, cfg)
 	sp := s.Services[len(s.Services)/2]
 	flip := []backends.Endpoint{ep("10.200.0.1", 8080, false), ep("10.200.0.2", 8080, false)}
 	b.ReportAllocs()

@@ -95,3 +95,6 @@ func isServiceChainName(chain string) bool { return strings.Contains(chain, "/")
 
 // isAffinitySetName reports whether set is a per-endpoint affinity set.
 func isAffinitySetName(set string) bool { return strings.HasPrefix(set, affinitySetPrefix) }
+
+// isEndpointChain reports whether chain is a per-endpoint chain (endpoint-HASH-...).
+func isEndpointChain(chain string) bool { return strings.HasPrefix(chain, endpointChainPrefix) }

@@ -208,10 +208,11 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	tx := b.nft.NewTransaction()
 	w := &writer{tx: tx}
 	var pending *pendingSync
-	var pre *knftables.Transaction
+	var before []*knftables.Transaction
 	if full {
-		pre = b.nft.NewTransaction()
-		pending = b.writeFull(w, pre, cfg, desired, kernelChains, kernelSets)
+		var fs *fullSync
+		pending, fs = b.writeFull(w, cfg, desired, kernelChains, kernelSets)
+		before = append([]*knftables.Transaction{fs.create}, fs.fill...)
 	} else {
 		pending = b.writeIncremental(w, cfg, desired)
 	}
@@ -220,9 +221,9 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	res.Rules = w.rules
 	res.ChangedServices = pending.changed
 
-	if pre != nil {
-		// Empty, unreferenced chains: invisible to traffic, so this does not break the
-		// atomicity of the sync (see writeFull).
+	// New, still unreferenced chains and their rules: invisible to traffic, so this does
+	// not break the atomicity of the sync (see writeFull).
+	for i, pre := range before {
 		t0 := time.Now()
 		err := b.k.run(ctx, pre)
 		applyTime += time.Since(t0)
@@ -231,8 +232,12 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 		if err != nil {
 			res.Apply = applyTime
 			b.needFull = true
-			return res, b.wrap("sync", fmt.Errorf("create chains (%d operations): %w%s",
-				pre.NumOperations(), err, failingLines(err, text)))
+			what := "create chains"
+			if i > 0 {
+				what = fmt.Sprintf("fill new chains (%d of %d)", i, len(before)-1)
+			}
+			return res, b.wrap("sync", fmt.Errorf("%s (%d operations): %w%s",
+				what, pre.NumOperations(), err, failingLines(err, text)))
 		}
 	}
 	if tx.NumOperations() > 0 {
@@ -359,19 +364,53 @@ func cloneServicePort(sp *backends.ServicePort) *backends.ServicePort {
 	return &c
 }
 
+// fillServicesPerTransaction bounds the services whose new chains one fill transaction
+// writes. Every `numgen ... vmap { ... }` rule creates an anonymous map, and binding it
+// makes the kernel walk the transaction's whole commit list (__nft_set_trans_bind and
+// nft_set_lookup_byid), so one transaction with A such rules costs O(A x its length):
+// measured here, 20k services took 101 s of kernel time in one transaction. Each extra
+// transaction costs one more nft run, which lists every chain and set of the table.
+const fillServicesPerTransaction = 4000
+
+// fullSync is the transactions of a full sync, in the order they run: create and fill
+// build new, still unreferenced chains (invisible to traffic); main switches traffic to
+// the new ruleset atomically.
+type fullSync struct {
+	create *knftables.Transaction
+	fill   []*knftables.Transaction
+	main   *knftables.Transaction
+}
+
 // writeFull writes a whole ruleset: fixed part, every service, and the deletion of the
 // kernel's per-service chains and affinity sets that the desired state no longer has.
 //
-// The per-service chains are created by pre, a transaction run before w's: nft refers to
-// a chain created in the same batch by its transaction ID, which the kernel resolves by
-// walking the batch (nft_chain_lookup_byid), so rules written into new chains cost
-// O(batch) each and a 250k-endpoint sync became quadratic. Chains that exist before the
-// batch are found by name in a hash table. pre only adds the table and empty chains that
-// nothing references, which changes no packet's fate; w then flushes and fills them,
-// switching traffic atomically as before.
-func (b *Backend) writeFull(w *writer, pre *knftables.Transaction, cfg config, desired *backends.State, kernelChains, kernelSets []string) *pendingSync {
+// Chains that do not exist in the kernel yet (kernelChains lists those that do) are
+// created by create, a transaction of their own: nft refers to a chain created in the
+// same batch by its transaction ID, which the kernel resolves by walking the batch
+// (nft_chain_lookup_byid), so rules written into new chains cost O(batch) each and a
+// 250k-endpoint sync became quadratic. Chains that exist before the batch are found by
+// name in a hash table. Nothing references a new chain until main adds the map elements
+// and rewrites the existing chains that lead to it, so the rules of new chains are
+// written by fill transactions before main (service chains first, so that their
+// anonymous vmaps are bound while the commit list is short: see
+// fillServicesPerTransaction). main then holds the fixed part, the flush and rewrite of
+// chains that existed before (per service, service chains first, for the same reason),
+// the element refills and the removal of stale objects, and switches traffic atomically
+// as a single transaction would.
+func (b *Backend) writeFull(w *writer, cfg config, desired *backends.State, kernelChains, kernelSets []string) (*pendingSync, *fullSync) {
 	tx := w.tx
-	pre.Add(&knftables.Table{Comment: knftables.PtrTo(tableComment)})
+	fs := &fullSync{create: b.nft.NewTransaction(), main: tx}
+	inKernel := make(map[string]bool, len(kernelChains))
+	for _, c := range kernelChains {
+		inKernel[c] = true
+	}
+	setInKernel := make(map[string]bool, len(kernelSets))
+	for _, s := range kernelSets {
+		setInKernel[s] = true
+	}
+	fs.create.Add(&knftables.Table{Comment: knftables.PtrTo(tableComment)})
+	// Rules of new chains jump to it; main flushes and fills it.
+	fs.create.Add(&knftables.Chain{Name: markMasqChain})
 	ps := &pendingSync{full: true, applied: make(map[backends.ServicePortName]*appliedService, len(desired.Services)), elems: newElementStore()}
 	writeSetup(w, cfg, !b.baseChainsRecreated)
 
@@ -390,17 +429,51 @@ func (b *Backend) writeFull(w *writer, pre *knftables.Transaction, cfg config, d
 		ps.pairs = append(ps.pairs, servicePair{b.applied[sp.Name], rec})
 		for _, c := range p.plan.chains {
 			activeChains[c.name] = true
-			pre.Add(&knftables.Chain{Name: c.name})
-			tx.Flush(&knftables.Chain{Name: c.name})
+			if !inKernel[c.name] {
+				fs.create.Add(&knftables.Chain{Name: c.name})
+			}
 		}
 		for _, s := range p.plan.sets {
 			activeSets[s.name] = true
+			if !setInKernel[s.name] {
+				fs.create.Add(affinitySet(s))
+			}
 		}
 	}
 	ps.changed = len(plans)
 	for name, old := range b.applied {
 		if ps.applied[name] == nil {
 			ps.pairs = append(ps.pairs, servicePair{old, nil})
+		}
+	}
+
+	// Rules of new chains: service chains, then endpoint chains, per batch of services.
+	for start := 0; start < len(plans); start += fillServicesPerTransaction {
+		batch := plans[start:min(start+fillServicesPerTransaction, len(plans))]
+		fw := &writer{tx: b.nft.NewTransaction()}
+		for _, endpoints := range []bool{false, true} {
+			for _, p := range batch {
+				for _, c := range p.plan.chains {
+					if !inKernel[c.name] && isEndpointChain(c.name) == endpoints {
+						writeRules(fw, c)
+					}
+				}
+			}
+		}
+		if fw.tx.NumOperations() > 0 {
+			fs.fill = append(fs.fill, fw.tx)
+			w.rules += fw.rules
+		}
+	}
+	// Chains that existed: emptied and refilled in main, service by service.
+	for _, endpoints := range []bool{false, true} {
+		for _, p := range plans {
+			for _, c := range p.plan.chains {
+				if inKernel[c.name] && isEndpointChain(c.name) == endpoints {
+					tx.Flush(&knftables.Chain{Name: c.name})
+					writeRules(w, c)
+				}
+			}
 		}
 	}
 	var stale []string
@@ -418,12 +491,9 @@ func (b *Backend) writeFull(w *writer, pre *knftables.Transaction, cfg config, d
 	}
 	for _, p := range plans {
 		for _, s := range p.plan.sets {
-			tx.Add(affinitySet(s))
-		}
-	}
-	for _, p := range plans {
-		for _, c := range p.plan.chains {
-			writeRules(w, c)
+			if setInKernel[s.name] {
+				tx.Add(affinitySet(s))
+			}
 		}
 		for _, e := range p.plan.elems {
 			ps.elems.add(e)
@@ -433,7 +503,7 @@ func (b *Backend) writeFull(w *writer, pre *knftables.Transaction, cfg config, d
 	for _, c := range stale {
 		tx.Delete(&knftables.Chain{Name: c})
 	}
-	return ps
+	return ps, fs
 }
 
 // writeIncremental writes the changes from the last applied state to desired: chains of
