@@ -112,7 +112,8 @@ type backendRun struct {
 	synthCount int             // synthetic services [0, synthCount) exist
 	synthGen   map[int]int     // generation of each synthetic service's slice
 	template   synth.Template
-	churnNext  int // next service to update in an update churn
+	churnNext  int       // next service to update in an update churn
+	lastChurn  *churnRun // the last mixed churn step (runner_churn.go)
 	slab0      int64
 }
 

@@ -59,6 +59,9 @@ func (r *backendRun) churn(ctx context.Context, c *ChurnStep) error {
 		return fmt.Errorf("churn: %d endpoints per service, but the synthetic services share %d pods", t.EndpointsPerService, len(r.synthPods))
 	}
 	r.template = t
+	if c.Pattern == "mixed" {
+		return r.churnMixed(ctx, c) // runner_churn.go
+	}
 	// changes returns the objects of change k of this step.
 	var total int
 	var change func(k int) ([]runtime.Object, error)
@@ -465,17 +468,23 @@ func (r *backendRun) measure(ctx context.Context, m *MeasureStep) error {
 			return err
 		}
 		out = append(out, mm)
-	case "programming-latency":
-		out = append(out, measure.ProgrammingLatency(r.tb, labels))
+	case "programming-latency": // both halves after a probed churn (runner_churn.go)
+		out = append(out, r.programmingLatency(labels)...)
+	case "churn": // correctness, rate and syncs of the last probed churn (runner_churn.go)
+		ms, err := r.churnMeasurements(labels)
+		if err != nil {
+			return err
+		}
+		out = ms
 	case "throughput": // adds its own results (see throughput_step.go)
 		return r.throughput(ctx, m, labels)
 	default:
-		return fmt.Errorf("unknown measurement %q: allowed are sync, lookup, distribution, rules, perrule, programming-latency, throughput", m.Name)
+		return fmt.Errorf("unknown measurement %q: allowed are sync, lookup, distribution, rules, perrule, programming-latency, churn, throughput", m.Name)
 	}
 	for _, mm := range out {
 		r.res.Add(r.backend, mm)
 	}
-	return nil
+	return r.checkLimits(m, out)
 }
 
 func clone(m map[string]string) map[string]string {

@@ -225,7 +225,11 @@ type SetPodsStep struct {
 // ChurnStep generates Service and endpoint changes, to measure how the proxy keeps up.
 type ChurnStep struct {
 	// Pattern is what happens: "add" creates Services, "update" keeps replacing
-	// endpoints of the churned Services for Duration, "delete" removes them.
+	// endpoints of the churned Services for Duration, "delete" removes them, "mixed"
+	// cycles for Duration through the three kinds of change a live cluster makes: one
+	// endpoint of a Service replaced in its slice, a Service added, a Service (one this
+	// step added a while before) deleted; the extra Services left at the end are deleted,
+	// so the Service count is the same after the step as before.
 	Pattern string `json:"pattern"`
 	// Services is how many Services are created, updated or deleted (1-50000).
 	Services int `json:"services"`
@@ -233,13 +237,40 @@ type ChurnStep struct {
 	EndpointsPerService int `json:"endpointsPerService,omitempty"`
 	// Template is the shape of the generated Services.
 	Template ChurnTemplate `json:"template,omitempty"`
-	// Rate is the number of changes per second. Exactly one of Rate and AllAtOnce.
+	// Rate is the number of changes per second. Exactly one of Rate and AllAtOnce. It is
+	// a contract: the step's results record the rate achieved (churn-rate), so a runner
+	// that could not keep up says so.
 	Rate float64 `json:"rate,omitempty"`
 	// AllAtOnce makes every change at once (one big sync).
 	AllAtOnce bool `json:"allAtOnce,omitempty"`
-	// Duration is how long the "update" pattern runs (required for it, forbidden
-	// otherwise).
+	// Duration is how long the "update" and "mixed" patterns run (required for them,
+	// forbidden otherwise).
 	Duration *Duration `json:"duration,omitempty"`
+	// Probe, when set, runs a prober while the step churns (mixed pattern only), to time
+	// each change's arrival in the data plane and to check that traffic never reaches a
+	// removed endpoint nor is refused by a live Service. Measure programming-latency and
+	// churn afterwards to report it.
+	Probe *ChurnProbe `json:"probe,omitempty"`
+}
+
+// ChurnProbe is the prober of a churn step: a fixed pool of workers, each probing one
+// Service's ClusterIP at a time from a node's probe pod: the Services whose change it
+// waits to see first, else recently changed ones, else any live one at random.
+type ChurnProbe struct {
+	// Node is the node whose probe pod sends the probes (default node-0). Its proxy's
+	// syncs are the ones the probes are judged against.
+	Node string `json:"node,omitempty"`
+	// Workers is the number of probes in flight (default 8, 1-64).
+	Workers int `json:"workers,omitempty"`
+	// Interval is each worker's pause between two probes (default 10ms, at most 1s).
+	Interval *Duration `json:"interval,omitempty"`
+	// Timeout bounds one probe (default 500ms, at most 5s): a probe that times out
+	// counts as not answered.
+	Timeout *Duration `json:"timeout,omitempty"`
+	// Deadline is how long the prober waits to see a change in the data plane (default
+	// 30s, at most 10m); the prober keeps running after the last change until every
+	// change is seen or past its deadline.
+	Deadline *Duration `json:"deadline,omitempty"`
 }
 
 // ChurnTemplate is the shape of the Services a churn step generates.
@@ -280,6 +311,9 @@ const (
 	ExpectDistribution = "distribution"
 	// ExpectSourceIPPreserved: the endpoint sees the client's own address.
 	ExpectSourceIPPreserved = "sourceIPPreserved"
+	// ExpectHTTPStatus: every probe is an HTTP GET of Path answered with Status (e.g. a
+	// health-check node port: 200 on a node with local endpoints, 503 without).
+	ExpectHTTPStatus = "httpStatus"
 )
 
 // ExpectStep sends probes from one host to a target and checks the outcome.
@@ -296,8 +330,13 @@ type ExpectStep struct {
 	// and sourceIPPreserved; 100 for allEndpoints, sameBackend and distribution).
 	Count int `json:"count,omitempty"`
 	// Expectation is what must be observed: reachable, refused, dropped, allEndpoints,
-	// sameBackend, distribution or sourceIPPreserved.
+	// sameBackend, distribution, sourceIPPreserved or httpStatus.
 	Expectation string `json:"expectation"`
+	// Status is the HTTP status every answer must have (httpStatus only, and required
+	// there: 100-599).
+	Status int `json:"status,omitempty"`
+	// Path is the path of the httpStatus GET (default "/"; httpStatus only).
+	Path string `json:"path,omitempty"`
 	// Timeout bounds the whole step (default 30s).
 	Timeout *Duration `json:"timeout,omitempty"`
 	// SourcePort, when not 0, is the fixed local port every probe is sent from (UDP
@@ -316,6 +355,10 @@ const (
 	AddressNodePort     = "nodePort"
 	AddressLoadBalancer = "loadBalancer"
 	AddressExternalIP   = "externalIP"
+	// AddressHealthCheckNodePort is a node's address with the Service's health-check node
+	// port (LoadBalancer Services with externalTrafficPolicy Local): kube-proxy's service
+	// health server, probed with httpStatus.
+	AddressHealthCheckNodePort = "healthCheckNodePort"
 )
 
 // Target is where probes go: a Service port reached through one of its addresses, or a
@@ -327,9 +370,10 @@ type Target struct {
 	// Port is the service port's name; required when the Service has more than one port.
 	Port string `json:"port,omitempty"`
 	// Address is how the Service is reached: clusterIP (default), nodePort,
-	// loadBalancer or externalIP.
+	// loadBalancer, externalIP or healthCheckNodePort.
 	Address string `json:"address,omitempty"`
-	// Node is the node whose address is used for nodePort (default node-0).
+	// Node is the node whose address is used for nodePort and healthCheckNodePort
+	// (default node-0).
 	Node string `json:"node,omitempty"`
 	// IPPort is a literal "IP:port" target.
 	IPPort string `json:"ipPort,omitempty"`
@@ -341,6 +385,11 @@ type MeasureStep struct {
 	Name string `json:"name"`
 	// Params are passed to the measurement as they are.
 	Params map[string]any `json:"params,omitempty"`
+	// Limits turn measurements into expectations: the step fails when a measurement it
+	// produced, named by the key (e.g. churn-misroutes), has a sample above the value.
+	// Each limit is a case in the results, pass or fail; a limit naming a measurement
+	// the step did not produce fails.
+	Limits map[string]float64 `json:"limits,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("1s", "500ms", "2m").

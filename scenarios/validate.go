@@ -2,8 +2,11 @@ package scenarios
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -155,6 +158,15 @@ func (s *Scenario) validate() field.ErrorList {
 			if !measureRE.MatchString(m.Name) {
 				errs = append(errs, field.Invalid(p.Child("measure", "name"), m.Name, "must be a measurement name: a letter, then letters, digits, '-' or '_' (at most 63)"))
 			}
+			for _, k := range slices.Sorted(maps.Keys(m.Limits)) {
+				lp := p.Child("measure", "limits").Key(k)
+				if !measureRE.MatchString(k) {
+					errs = append(errs, field.Invalid(lp, k, "must be a measurement name"))
+				}
+				if v := m.Limits[k]; v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+					errs = append(errs, field.Invalid(lp, strconv.FormatFloat(v, 'g', -1, 64), "must be a finite number >= 0"))
+				}
+			}
 		}
 	}
 	return errs
@@ -253,9 +265,9 @@ func validateProtocol(proto string, p *field.Path) field.ErrorList {
 func validateChurn(c *ChurnStep, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch c.Pattern {
-	case "add", "update", "delete":
+	case "add", "update", "delete", "mixed":
 	default:
-		errs = append(errs, field.NotSupported(p.Child("pattern"), c.Pattern, []string{"add", "update", "delete"}))
+		errs = append(errs, field.NotSupported(p.Child("pattern"), c.Pattern, []string{"add", "update", "delete", "mixed"}))
 	}
 	if c.Services < 1 || c.Services > MaxChurnServices {
 		errs = append(errs, field.Invalid(p.Child("services"), c.Services, fmt.Sprintf("must be in range 1-%d", MaxChurnServices)))
@@ -271,11 +283,18 @@ func validateChurn(c *ChurnStep, p *field.Path) field.ErrorList {
 	case c.Rate < 0 || c.Rate > 1e6:
 		errs = append(errs, field.Invalid(p.Child("rate"), strconv.FormatFloat(c.Rate, 'g', -1, 64), "must be in range (0, 1000000] changes per second"))
 	}
+	timed := c.Pattern == "update" || c.Pattern == "mixed"
 	switch {
-	case c.Pattern == "update" && c.Duration == nil:
-		errs = append(errs, field.Required(p.Child("duration"), "how long the update pattern runs, e.g. \"30s\""))
-	case c.Pattern != "update" && c.Duration != nil:
-		errs = append(errs, field.Forbidden(p.Child("duration"), "only the update pattern runs for a duration"))
+	case timed && c.Duration == nil:
+		errs = append(errs, field.Required(p.Child("duration"), fmt.Sprintf("how long the %s pattern runs, e.g. \"30s\"", c.Pattern)))
+	case !timed && c.Duration != nil:
+		errs = append(errs, field.Forbidden(p.Child("duration"), "only the update and mixed patterns run for a duration"))
+	}
+	if c.Pattern == "mixed" && c.AllAtOnce {
+		errs = append(errs, field.Forbidden(p.Child("allAtOnce"), "the mixed pattern runs at a rate"))
+	}
+	if c.Probe != nil {
+		errs = append(errs, validateChurnProbe(c, p.Child("probe"))...)
 	}
 	errs = append(errs, validateDuration(c.Duration, p.Child("duration"))...)
 	tp := p.Child("template")
@@ -288,6 +307,40 @@ func validateChurn(c *ChurnStep, p *field.Path) field.ErrorList {
 	default:
 		errs = append(errs, field.NotSupported(tp.Child("type"), c.Template.Type, []string{"ClusterIP", "NodePort", "LoadBalancer"}))
 	}
+	return errs
+}
+
+// Bounds of a churn step's prober.
+const (
+	MaxChurnProbeWorkers  = 64
+	MaxChurnProbeInterval = time.Second
+	MaxChurnProbeTimeout  = 5 * time.Second
+	MaxChurnProbeDeadline = 10 * time.Minute
+)
+
+func validateChurnProbe(c *ChurnStep, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	pr := c.Probe
+	if c.Pattern != "mixed" {
+		errs = append(errs, field.Forbidden(p, "only the mixed pattern runs a prober"))
+	}
+	if pr.Node != "" {
+		if m := hostRE.FindStringSubmatch(pr.Node); m == nil || m[1] != "node" {
+			errs = append(errs, field.Invalid(p.Child("node"), pr.Node, "must be node-N"))
+		}
+	}
+	if pr.Workers < 0 || pr.Workers > MaxChurnProbeWorkers {
+		errs = append(errs, field.Invalid(p.Child("workers"), pr.Workers, fmt.Sprintf("must be in range 1-%d (0: the default 8)", MaxChurnProbeWorkers)))
+	}
+	bound := func(name string, d *Duration, most time.Duration) {
+		errs = append(errs, validateDuration(d, p.Child(name))...)
+		if d != nil && d.Duration > most {
+			errs = append(errs, field.Invalid(p.Child(name), d.String(), fmt.Sprintf("must be at most %s", most)))
+		}
+	}
+	bound("interval", pr.Interval, MaxChurnProbeInterval)
+	bound("timeout", pr.Timeout, MaxChurnProbeTimeout)
+	bound("deadline", pr.Deadline, MaxChurnProbeDeadline)
 	return errs
 }
 
@@ -529,7 +582,7 @@ func (st *state) checkHost(from string, p *field.Path) field.ErrorList {
 
 func validExpectation(e string) bool {
 	switch e {
-	case ExpectReachable, ExpectRefused, ExpectDropped, ExpectAllEndpoints, ExpectSameBackend, ExpectDistribution, ExpectSourceIPPreserved:
+	case ExpectReachable, ExpectRefused, ExpectDropped, ExpectAllEndpoints, ExpectSameBackend, ExpectDistribution, ExpectSourceIPPreserved, ExpectHTTPStatus:
 		return true
 	}
 	return false
@@ -542,7 +595,25 @@ func (st *state) expect(e *ExpectStep, p *field.Path) field.ErrorList {
 	}
 	if !validExpectation(e.Expectation) {
 		errs = append(errs, field.NotSupported(p.Child("expectation"), e.Expectation, []string{
-			ExpectReachable, ExpectRefused, ExpectDropped, ExpectAllEndpoints, ExpectSameBackend, ExpectDistribution, ExpectSourceIPPreserved}))
+			ExpectReachable, ExpectRefused, ExpectDropped, ExpectAllEndpoints, ExpectSameBackend, ExpectDistribution, ExpectSourceIPPreserved, ExpectHTTPStatus}))
+	}
+	if e.Expectation == ExpectHTTPStatus {
+		if e.Status < 100 || e.Status > 599 {
+			errs = append(errs, field.Invalid(p.Child("status"), e.Status, "must be an HTTP status, 100-599"))
+		}
+		if e.Path != "" && !strings.HasPrefix(e.Path, "/") {
+			errs = append(errs, field.Invalid(p.Child("path"), e.Path, "must start with /"))
+		}
+		if e.Protocol != "" && e.Protocol != "TCP" {
+			errs = append(errs, field.Invalid(p.Child("protocol"), e.Protocol, "HTTP goes over TCP"))
+		}
+	} else {
+		if e.Status != 0 {
+			errs = append(errs, field.Forbidden(p.Child("status"), "only an httpStatus expectation has a status"))
+		}
+		if e.Path != "" {
+			errs = append(errs, field.Forbidden(p.Child("path"), "only an httpStatus expectation has a path"))
+		}
 	}
 	if e.Count < 1 || e.Count > MaxProbeCount {
 		errs = append(errs, field.Invalid(p.Child("count"), e.Count, fmt.Sprintf("must be in range 1-%d", MaxProbeCount)))
@@ -622,11 +693,25 @@ func (st *state) expect(e *ExpectStep, p *field.Path) field.ErrorList {
 		if len(svc.Spec.ExternalIPs) == 0 {
 			errs = append(errs, field.Invalid(tp.Child("address"), to.Address, fmt.Sprintf("Service %s/%s has no externalIPs", ns, name)))
 		}
+	case AddressHealthCheckNodePort:
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
+			errs = append(errs, field.Invalid(tp.Child("address"), to.Address, fmt.Sprintf("Service %s/%s has no health-check node port: only LoadBalancer Services with externalTrafficPolicy Local have one", ns, name)))
+		}
+		if to.Node != "" {
+			if m := hostRE.FindStringSubmatch(to.Node); m == nil || m[1] != "node" {
+				errs = append(errs, field.Invalid(tp.Child("node"), to.Node, "must be node-N"))
+			} else {
+				errs = append(errs, st.checkHost(to.Node, tp.Child("node"))...)
+			}
+		}
 	default:
-		errs = append(errs, field.NotSupported(tp.Child("address"), to.Address, []string{AddressClusterIP, AddressNodePort, AddressLoadBalancer, AddressExternalIP}))
+		errs = append(errs, field.NotSupported(tp.Child("address"), to.Address, []string{AddressClusterIP, AddressNodePort, AddressLoadBalancer, AddressExternalIP, AddressHealthCheckNodePort}))
 	}
-	if to.Node != "" && to.Address != AddressNodePort {
-		errs = append(errs, field.Forbidden(tp.Child("node"), "only a nodePort target names a node"))
+	if e.Expectation == ExpectHTTPStatus && to.Address != AddressHealthCheckNodePort {
+		errs = append(errs, field.Invalid(tp.Child("address"), to.Address, "httpStatus probes a Service's healthCheckNodePort (or a literal ipPort)"))
+	}
+	if to.Node != "" && to.Address != AddressNodePort && to.Address != AddressHealthCheckNodePort {
+		errs = append(errs, field.Forbidden(tp.Child("node"), "only a nodePort or healthCheckNodePort target names a node"))
 	}
 	return errs
 }

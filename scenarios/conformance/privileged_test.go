@@ -71,6 +71,9 @@ var mutations = map[string]map[string]mutation{
 	"udp-server-cycles":   {"clusterip-backend-a": {expectation: scenarios.ExpectDropped}, "nodeport-backend-a": {expectation: scenarios.ExpectDropped}},
 	"external-traffic-policy-local": {
 		"via-node-with-endpoint-keeps-source-ip": {node: "node-0"},
+		// the health checks swap nodes: 200 becomes 503 and 503 becomes 200.
+		"health-check-200-on-node-with-endpoint":    {node: "node-0"},
+		"health-check-503-on-node-without-endpoint": {node: "node-1"},
 	},
 }
 

@@ -139,6 +139,11 @@ func Start(ctx context.Context, o Options) (_ *Testbed, err error) {
 			Backend: be, MinSyncPeriod: o.MinSyncPeriod, SyncPeriod: o.SyncPeriod,
 		})
 		tb.Agents = append(tb.Agents, ag)
+		// kube-proxy's health servers (proxier /healthz on 10256, a health-check node port
+		// per LoadBalancer Service with externalTrafficPolicy Local), in the node's namespace.
+		if err := ag.ServeHealth(ctx, agent.NetNSListen(n.NetNSPath), 0); err != nil {
+			return tb, err
+		}
 		ch, err := tb.Cluster.Watch(runCtx)
 		if err != nil {
 			return tb, err
@@ -214,6 +219,9 @@ func (tb *Testbed) Stop(ctx context.Context) error {
 	}
 	tb.wg.Wait()
 	var errs []error
+	for _, ag := range tb.Agents {
+		errs = append(errs, ag.CloseHealth())
+	}
 	if tb.Lab != nil {
 		errs = append(errs, tb.Lab.Down(ctx))
 	}

@@ -1,0 +1,56 @@
+//go:build linux
+
+package scenarios
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"kpbench.dev/kpbench/internal/testutil"
+	"kpbench.dev/kpbench/reports"
+	"kpbench.dev/kpbench/scenarios/measure"
+)
+
+// TestChurnSmall runs the shipped churn-small scenario (1,000 Services, 50 changes/s for
+// 20 s with a prober) on iptables-legacy and nftables: every change must be programmed and
+// seen in the data plane, with no misroute and no false refusal (the scenario's limits).
+func TestChurnSmall(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireBinary(t, "iptables-legacy-restore", "nft")
+	sc, err := Load("churn-small.yaml")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, sc, RunOptions{Backends: []string{"iptables-legacy", "nftables"}})
+	require.NoError(t, err)
+	for _, c := range res.Cases {
+		assert.Equal(t, reports.CasePass, c.Result, "%s on %s: %s\n%s", c.Name, c.Backend, c.Reason, c.Evidence)
+	}
+	for _, b := range []string{"iptables-legacy", "nftables"} {
+		get := func(name string) reports.Measurement {
+			for _, run := range res.Runs {
+				for _, m := range run.Measurements {
+					if run.Backend == b && m.Name == name {
+						return m
+					}
+				}
+			}
+			t.Fatalf("%s: no %s measurement", b, name)
+			return reports.Measurement{}
+		}
+		rate := get(measure.MeasureChurnRate)
+		assert.InDelta(t, 50, rate.Samples[0], 5, "%s: changes per second achieved", b)
+		syncHalf, dp := get(measure.MeasureProgrammingLatencySync), get(measure.MeasureProgrammingLatencyDataplane)
+		changes := rate.Extra["changes"]
+		assert.Equal(t, 0.0, syncHalf.Extra["unsynced"], "%s: every change is carried by a sync", b)
+		assert.Len(t, syncHalf.Samples, int(changes), "%s", b)
+		// A change can be superseded before a probe sees it; nearly all must be seen.
+		assert.GreaterOrEqual(t, float64(len(dp.Samples)), 0.9*changes, "%s: changes seen in the data plane", b)
+		t.Logf("%s: %v changes, sync half p50 %.0f ms, data plane half p50 %.0f ms, %v probes",
+			b, changes, syncHalf.Summary.P50*1e3, dp.Summary.P50*1e3, dp.Extra["probes"])
+	}
+}
