@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"syscall"
 	"time"
 )
 
@@ -55,6 +56,10 @@ func execHere(ctx context.Context, cmd Command) (Result, error) {
 		return Result{}, fmt.Errorf("%s: %w", cmd, err)
 	}
 	c := exec.CommandContext(ctx, cmd.Path, cmd.Args...)
+	// The tool dies with the thread that started it: a kpbench killed with SIGKILL in the
+	// middle of a sync leaves no iptables-restore or nft running on in a lab namespace
+	// (the calling thread is locked and waits for the tool, so only its death fires this).
+	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
 	if cmd.Stdin != nil {
