@@ -426,7 +426,9 @@ func RunChurnProber(ctx context.Context, pr *probe.Prober, log *ChangeLog, o Chu
 				svc := ""
 				switch {
 				case len(pending) > 0 && (stopped || i%4 != 3):
-					svc = pending[rng.IntN(len(pending))]
+					// Oldest first: a random one of the oldest Workers pending, so that
+					// a backlog is worked off in order and no change waits unboundedly.
+					svc = pending[rng.IntN(min(len(pending), max(o.Workers, 1)))]
 				case i%8 == 3:
 					if recent := log.Recent(now, o.Recent); len(recent) > 0 {
 						svc = recent[rng.IntN(len(recent))]
