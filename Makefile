@@ -8,10 +8,11 @@ GO        ?= go
 BIN       := bin/kpbench
 OUT       ?= out/$(shell date -u +%Y%m%dT%H%M%SZ)
 TEST_FLAGS ?= -count=1 -timeout 25m
+FUZZTIME  ?= 10m
 COMMIT    := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X kpbench.dev/kpbench/internal/version.Commit=$(COMMIT)
 
-.PHONY: all deps build test test-vm lint fmt bench scale clean fuzz upstream
+.PHONY: all deps build test test-vm lint fmt bench scale soak clean fuzz upstream
 
 all: build
 
@@ -28,7 +29,14 @@ build:
 ## IPVS tests inside the microVM (this kernel has no IPVS)
 test: deps build lint
 	$(GO) test $(TEST_FLAGS) ./...
+	$(MAKE) fuzz FUZZTIME=10s
 	$(MAKE) test-vm
+
+## fuzz: each fuzz target for FUZZTIME (default 10m; make test runs them 10s each)
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./lab/manifest/
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./scenarios/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseAnswer$$' -fuzztime $(FUZZTIME) ./lab/echo/
 
 ## test-vm: the tests that need IPVS, run inside the microVM (lab/vm), where they must not skip
 test-vm: build
@@ -48,6 +56,11 @@ bench: deps build
 ## scale: the full ladder to 20k Services (slow on iptables-nft 1.8.9 and nft 1.0.6: see scenarios/bench.yaml)
 scale: deps build
 	./$(BIN) run scenarios/scale.yaml --backend all --out $(OUT)
+
+## soak: churn at 10k Services for 60 s with a prober (scenarios/churn.yaml): programming
+## latency, sync durations, misroutes and false refusals (limits: 0 and 0)
+soak: deps build
+	./$(BIN) run scenarios/churn.yaml --backend iptables,iptables-legacy,nftables --out $(OUT)
 
 ## upstream: build kube-apiserver, kube-proxy and etcd (versions in internal/upstream) from their Go
 ## modules into /var/cache/kpbench/upstream/<version>/bin (idempotent; not part of make test:
