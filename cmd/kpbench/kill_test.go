@@ -61,7 +61,10 @@ steps:
 	var out bytes.Buffer
 	child.Stdout, child.Stderr = &out, &out
 	require.NoError(t, child.Start())
-	t.Cleanup(func() { _ = child.Process.Kill(); _, _ = lab.DownAll(lab.Registry{Dir: lab.DefaultRegistryDir}, lab.DownOptions{}) })
+	t.Cleanup(func() {
+		_ = child.Process.Kill()
+		_, _ = lab.DownAll(lab.Registry{Dir: lab.DefaultRegistryDir}, lab.DownOptions{})
+	})
 
 	// Wait (polling, bounded) until the child's restore of the 20k Services is running.
 	var restore int
