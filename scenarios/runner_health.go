@@ -18,7 +18,6 @@ import (
 
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/cluster"
-	"kpbench.dev/kpbench/reports"
 )
 
 // healthTarget returns the address of an httpStatus target: a node's address with the
@@ -50,20 +49,7 @@ func (r *backendRun) healthTarget(t Target) (netip.AddrPort, error) {
 // expectHTTPStatus sends Count HTTP GETs from the step's host and requires every answer to
 // carry the expected status; it records a case either way.
 func (r *backendRun) expectHTTPStatus(ctx context.Context, e *ExpectStep, name string) error {
-	start := time.Now()
-	record := func(err error, evidence string) error {
-		c := reports.Case{Name: name, Backend: r.backend, Result: reports.CasePass, Evidence: evidence, Duration: time.Since(start)}
-		if err != nil {
-			c.Result, c.Reason = reports.CaseFail, err.Error()
-		}
-		r.res.Cases = append(r.res.Cases, c)
-		return err
-	}
-	timeout := 30 * time.Second
-	if e.Timeout != nil {
-		timeout = e.Timeout.Duration
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel, record := r.expectCase(ctx, e, name)
 	defer cancel()
 	from, err := r.resolveHost(e.From)
 	if err != nil {

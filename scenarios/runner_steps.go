@@ -235,11 +235,10 @@ func (r *backendRun) resolveTarget(t Target) (netip.AddrPort, *backends.ServiceP
 	return netip.AddrPort{}, sp, fmt.Errorf("unknown address kind %q", t.Address)
 }
 
-// expect probes and judges; it records a case either way.
-func (r *backendRun) expect(ctx context.Context, e *ExpectStep, name string) error {
-	if e.Expectation == ExpectHTTPStatus {
-		return r.expectHTTPStatus(ctx, e, name) // runner_health.go
-	}
+// expectCase begins the case of an expect step: ctx bounded by the step's timeout (default
+// 30s), and record, which appends the case (pass, or fail with err and its evidence) and
+// returns err.
+func (r *backendRun) expectCase(ctx context.Context, e *ExpectStep, name string) (context.Context, context.CancelFunc, func(err error, evidence string) error) {
 	start := time.Now()
 	record := func(err error, evidence string) error {
 		c := reports.Case{Name: name, Backend: r.backend, Result: reports.CasePass, Evidence: evidence, Duration: time.Since(start)}
@@ -254,6 +253,15 @@ func (r *backendRun) expect(ctx context.Context, e *ExpectStep, name string) err
 		timeout = e.Timeout.Duration
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
+	return ctx, cancel, record
+}
+
+// expect probes and judges; it records a case either way.
+func (r *backendRun) expect(ctx context.Context, e *ExpectStep, name string) error {
+	if e.Expectation == ExpectHTTPStatus {
+		return r.expectHTTPStatus(ctx, e, name) // runner_health.go
+	}
+	ctx, cancel, record := r.expectCase(ctx, e, name)
 	defer cancel()
 	from, err := r.resolveHost(e.From)
 	if err != nil {
