@@ -1,0 +1,87 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"kpbench.dev/kpbench/internal/testutil"
+	"kpbench.dev/kpbench/reports"
+)
+
+// TestTwoRunsAtOnce runs two kpbench processes at the same time, the seed nginx NodePort
+// scenario on iptables-legacy and on nftables: both labs (same addressing plan) exist at
+// once, and each run passes every expectation with its own traffic.
+func TestTwoRunsAtOnce(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireBinary(t, "iptables-legacy-restore", "nft")
+	dir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join("..", "..", "scenarios", "examples", "nginx-nodeport.scenario.yaml"))
+	require.NoError(t, err)
+	manifest, err := filepath.Abs(filepath.Join("..", "..", "scenarios", "examples", "nginx-nodeport.yaml"))
+	require.NoError(t, err)
+	// The same scenario, with a pause after the first sync so that the two runs overlap.
+	sc := strings.Replace(string(src), "- file: nginx-nodeport.yaml", "- file: "+manifest, 1)
+	sc = strings.Replace(sc, "steps:\n", "steps:\n- {name: overlap, wait: {duration: 3s}}\n", 1)
+	scPath := filepath.Join(dir, "nginx.yaml")
+	require.NoError(t, os.WriteFile(scPath, []byte(sc), 0o644))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	type child struct {
+		cmd *exec.Cmd
+		out bytes.Buffer
+		dir string
+	}
+	var children []*child
+	for _, backend := range []string{"iptables-legacy", "nftables"} {
+		c := &child{dir: filepath.Join(dir, backend)}
+		c.cmd = exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperKpbench$")
+		c.cmd.Env = append(os.Environ(), childArgsEnv+"="+strings.Join([]string{"run", scPath, "--backend", backend, "--out", c.dir}, "\x1f"))
+		c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
+		require.NoError(t, c.cmd.Start())
+		children = append(children, c)
+	}
+
+	// Both labs exist at the same time (polling the registry, bounded by ctx).
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var labs [2]string
+	for labs[0] == "" || labs[1] == "" {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the two labs never existed at once: %v\n%s\n%s", ctx.Err(), children[0].out.String(), children[1].out.String())
+		case <-tick.C:
+		}
+		for i, c := range children {
+			labs[i] = ownedLab(t, c.cmd.Process.Pid)
+		}
+	}
+	assert.NotEqual(t, labs[0], labs[1])
+
+	for _, c := range children {
+		require.NoError(t, c.cmd.Wait(), "kpbench %v:\n%s", c.cmd.Env[len(c.cmd.Env)-1], c.out.String())
+		data, err := os.ReadFile(filepath.Join(c.dir, reports.ResultsFile))
+		require.NoError(t, err)
+		var res reports.Results
+		require.NoError(t, json.Unmarshal(data, &res))
+		require.Len(t, res.Cases, 3, "the scenario's three expectations")
+		for _, cs := range res.Cases {
+			assert.Equal(t, reports.CasePass, cs.Result, "%s on %s: %s", cs.Name, cs.Backend, cs.Reason)
+		}
+	}
+	for _, name := range labs {
+		assert.Empty(t, nsList(t, "kpb-"+name+"-"), "lab %s left namespaces behind", name)
+	}
+}
