@@ -6,9 +6,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +71,11 @@ func TestTwoRunsAtOnce(t *testing.T) {
 		}
 	}
 	assert.NotEqual(t, labs[0], labs[1])
+	// While both run (echo servers, health servers and proxies open): none of their sockets
+	// listens in the host's root namespace, this test's own.
+	for _, c := range children {
+		assert.Empty(t, rootListeners(t, c.cmd.Process.Pid), "kpbench %d listens in the root namespace", c.cmd.Process.Pid)
+	}
 
 	for _, c := range children {
 		require.NoError(t, c.cmd.Wait(), "kpbench %v:\n%s", c.cmd.Env[len(c.cmd.Env)-1], c.out.String())
@@ -84,4 +91,45 @@ func TestTwoRunsAtOnce(t *testing.T) {
 	for _, name := range labs {
 		assert.Empty(t, nsList(t, "kpb-"+name+"-"), "lab %s left namespaces behind", name)
 	}
+}
+
+// rootListeners returns the TCP listeners and bound UDP sockets of this (the root)
+// namespace that belong to process pid, as "file:local-address".
+func rootListeners(t *testing.T, pid int) []string {
+	t.Helper()
+	owned := map[string]bool{} // socket inodes of pid
+	fds, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "fd"))
+	require.NoError(t, err)
+	for _, fd := range fds {
+		target, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "fd", fd.Name()))
+		if err == nil && strings.HasPrefix(target, "socket:[") {
+			owned[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] = true
+		}
+	}
+	var out []string
+	for _, f := range []string{"tcp", "tcp6", "udp", "udp6"} {
+		data, err := os.ReadFile(filepath.Join("/proc/self/net", f))
+		require.NoError(t, err)
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			// sl local rem st tx:rx tr:when retrnsmt uid timeout inode ...
+			fields := strings.Fields(line)
+			if len(fields) < 10 {
+				continue
+			}
+			listening := fields[3] == "0A" || strings.HasPrefix(f, "udp") // TCP_LISTEN; any bound UDP socket
+			if listening && owned[fields[9]] {
+				out = append(out, f+":"+fields[1])
+			}
+		}
+	}
+	return out
+}
+
+// TestRootListenersSees proves rootListeners can fail: a loopback listener of this
+// process, in the root namespace, is found.
+func TestRootListenersSees(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	assert.NotEmpty(t, rootListeners(t, os.Getpid()))
 }
