@@ -194,7 +194,10 @@ func Do(nsPath string, fn func() error) error {
 
 // Worker is a goroutine locked to an OS thread inside one namespace for its whole life. It
 // runs submitted functions one at a time, so hot paths (probes, sysctls) pay for setns once.
-// The thread is never returned to the scheduler: when the worker stops, the thread dies.
+// When the worker stops, its thread goes back to the namespace it came from before it is
+// unlocked; a thread that cannot go back stays locked and dies. (A thread is not always
+// destroyed by exiting locked: the process's main thread is parked instead, and would stay in
+// the lab's namespace for the process's life, where /proc/self/net reads it.)
 type Worker struct {
 	nsPath string
 	jobs   chan func()
@@ -211,10 +214,19 @@ func StartWorker(nsPath string) (*Worker, error) {
 	ready := make(chan error, 1)
 	go func() {
 		defer close(w.done)
-		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
-		err := vnetns.Set(target)
-		target.Close()
+		runtime.LockOSThread()
+		defer target.Close()
+		orig, err := vnetns.Get()
 		if err != nil {
+			runtime.UnlockOSThread()
+			ready <- fmt.Errorf("netns %s: get current: %w", nsPath, err)
+			return
+		}
+		defer orig.Close()
+		if err := vnetns.Set(target); err != nil {
+			if vnetns.Set(orig) == nil { // a failed setns may still have moved the thread
+				runtime.UnlockOSThread()
+			}
 			ready <- fmt.Errorf("enter netns %s: %w", nsPath, err)
 			return
 		}
@@ -222,6 +234,9 @@ func StartWorker(nsPath string) (*Worker, error) {
 		for job := range w.jobs {
 			job()
 		}
+		if vnetns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		} // else: stays locked, and the runtime destroys the thread with this goroutine
 	}()
 	if err := <-ready; err != nil {
 		return nil, err
@@ -249,7 +264,8 @@ func (w *Worker) Run(ctx context.Context, fn func() error) error {
 	}
 }
 
-// Stop ends the worker after the job it is running, and destroys its thread.
+// Stop ends the worker after the job it is running; its thread is back in its first
+// namespace (or destroyed) when Stop returns.
 func (w *Worker) Stop() {
 	select {
 	case <-w.done:

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -44,4 +46,39 @@ func TestDeleteAfterIproute2(t *testing.T) {
 // process started in, where sends must be refused.
 func TestGuardRefusesOnTheStartNamespace(t *testing.T) {
 	assert.ErrorIs(t, netns.Guard(), netns.ErrRootNamespace)
+}
+
+// TestStoppedWorkersLeaveNoThreadInside: once Stop returns, no thread of the process is in
+// the worker's namespace any more (the main thread, parked when it exits locked, would stay
+// there for the process's life).
+func TestStoppedWorkersLeaveNoThreadInside(t *testing.T) {
+	_, path := testutil.NewNetNS(t)
+	target, err := os.Readlink(path)
+	if err != nil || !strings.HasPrefix(target, "net:") { // a bind mount reads as a file
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		target = fmt.Sprintf("net:[%d]", fi.Sys().(*syscall.Stat_t).Ino)
+	}
+	inside := func() []string {
+		tasks, err := os.ReadDir("/proc/self/task")
+		require.NoError(t, err)
+		var out []string
+		for _, task := range tasks {
+			if ns, err := os.Readlink(filepath.Join("/proc/self/task", task.Name(), "ns", "net")); err == nil && ns == target {
+				out = append(out, task.Name())
+			}
+		}
+		return out
+	}
+	var workers []*netns.Worker
+	for range 16 {
+		w, err := netns.StartWorker(path)
+		require.NoError(t, err)
+		workers = append(workers, w)
+	}
+	require.Len(t, inside(), 16, "every worker's thread is in the namespace while it runs")
+	for _, w := range workers {
+		w.Stop()
+	}
+	assert.Empty(t, inside(), "threads left in the namespace after Stop")
 }
