@@ -3,13 +3,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/internal/testutil"
+	"kpbench.dev/kpbench/lab/netns"
 	"kpbench.dev/kpbench/reports"
 )
 
@@ -41,19 +41,10 @@ func TestTwoRunsAtOnce(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	type child struct {
-		cmd *exec.Cmd
-		out bytes.Buffer
-		dir string
-	}
-	var children []*child
-	for _, backend := range []string{"iptables-legacy", "nftables"} {
-		c := &child{dir: filepath.Join(dir, backend)}
-		c.cmd = exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperKpbench$")
-		c.cmd.Env = append(os.Environ(), childArgsEnv+"="+strings.Join([]string{"run", scPath, "--backend", backend, "--out", c.dir}, "\x1f"))
-		c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
-		require.NoError(t, c.cmd.Start())
-		children = append(children, c)
+	backends := []string{"iptables-legacy", "nftables"}
+	var children []*kpbenchChild
+	for _, backend := range backends {
+		children = append(children, startKpbench(ctx, t, "run", scPath, "--backend", backend, "--out", filepath.Join(dir, backend)))
 	}
 
 	// Both labs exist at the same time (polling the registry, bounded by ctx).
@@ -77,9 +68,9 @@ func TestTwoRunsAtOnce(t *testing.T) {
 		assert.Empty(t, rootListeners(t, c.cmd.Process.Pid), "kpbench %d listens in the root namespace", c.cmd.Process.Pid)
 	}
 
-	for _, c := range children {
-		require.NoError(t, c.cmd.Wait(), "kpbench %v:\n%s", c.cmd.Env[len(c.cmd.Env)-1], c.out.String())
-		data, err := os.ReadFile(filepath.Join(c.dir, reports.ResultsFile))
+	for i, c := range children {
+		require.NoError(t, c.cmd.Wait(), "kpbench on %s:\n%s", backends[i], c.out.String())
+		data, err := os.ReadFile(filepath.Join(dir, backends[i], reports.ResultsFile))
 		require.NoError(t, err)
 		var res reports.Results
 		require.NoError(t, json.Unmarshal(data, &res))
@@ -106,9 +97,14 @@ func rootListeners(t *testing.T, pid int) []string {
 			owned[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] = true
 		}
 	}
+	// /proc/self/net is the namespace of the process's main thread; read this thread's, an
+	// unlocked Go thread's, checked to be the root namespace.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	require.ErrorIs(t, netns.Guard(), netns.ErrRootNamespace, "this thread must be in the root namespace")
 	var out []string
 	for _, f := range []string{"tcp", "tcp6", "udp", "udp6"} {
-		data, err := os.ReadFile(filepath.Join("/proc/self/net", f))
+		data, err := os.ReadFile(filepath.Join("/proc/thread-self/net", f))
 		require.NoError(t, err)
 		for _, line := range strings.Split(string(data), "\n")[1:] {
 			// sl local rem st tx:rx tr:when retrnsmt uid timeout inode ...

@@ -36,6 +36,30 @@ func TestHelperKpbench(t *testing.T) {
 	os.Exit(run(strings.Split(args, "\x1f"), os.Stdout, os.Stderr))
 }
 
+// kpbenchChild is a real kpbench process: this test binary running TestHelperKpbench.
+type kpbenchChild struct {
+	cmd *exec.Cmd
+	out bytes.Buffer
+}
+
+// startKpbench starts `kpbench args...` in a child process, ended with ctx. Whatever the
+// test's outcome, its cleanup kills and reaps the child, then sweeps the labs whose owner
+// is gone (the child's, which a killed kpbench cannot remove itself).
+func startKpbench(ctx context.Context, t *testing.T, args ...string) *kpbenchChild {
+	t.Helper()
+	c := &kpbenchChild{cmd: exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperKpbench$")}
+	c.cmd.Env = append(os.Environ(), childArgsEnv+"="+strings.Join(args, "\x1f"))
+	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
+	require.NoError(t, c.cmd.Start())
+	t.Cleanup(func() {
+		_ = c.cmd.Process.Kill()
+		_ = c.cmd.Wait() // reaped: a zombie owner would make its lab look alive
+		_, err := lab.DownAll(lab.Registry{Dir: lab.DefaultRegistryDir}, lab.DownOptions{})
+		assert.NoError(t, err, "sweeping the labs of killed kpbench processes")
+	})
+	return c
+}
+
 // TestKillMidSyncLeavesNothing kills kpbench with SIGKILL while iptables-nft-restore
 // programs 20,000 Services: the restore dies with it, `lab down --all` removes the lab,
 // and the host's root namespace is as it was.
@@ -56,15 +80,8 @@ steps:
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperKpbench$")
-	child.Env = append(os.Environ(), childArgsEnv+"="+strings.Join([]string{"run", sc, "--backend", "iptables", "--out", filepath.Join(dir, "out")}, "\x1f"))
-	var out bytes.Buffer
-	child.Stdout, child.Stderr = &out, &out
-	require.NoError(t, child.Start())
-	t.Cleanup(func() {
-		_ = child.Process.Kill()
-		_, _ = lab.DownAll(lab.Registry{Dir: lab.DefaultRegistryDir}, lab.DownOptions{})
-	})
+	c := startKpbench(ctx, t, "run", sc, "--backend", "iptables", "--out", filepath.Join(dir, "out"))
+	child, out := c.cmd, &c.out
 
 	// Wait (polling, bounded) until the child's restore of the 20k Services is running.
 	var restore int
