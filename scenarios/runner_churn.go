@@ -298,7 +298,7 @@ func (r *backendRun) churnMeasurements(labels map[string]string) ([]reports.Meas
 		return nil, fmt.Errorf("measure churn: needs a mixed churn step with a probe before it")
 	}
 	res := c.analyze()
-	out := res.Measurements(labels)[2:] // after the two programming-latency halves
+	out := res.CorrectnessMeasurements(labels)
 	rate := reports.Measurement{Name: measure.MeasureChurnRate, Params: clone(labels), Unit: reports.UnitPerSecond,
 		Samples: []float64{c.achieved}, Extra: map[string]float64{"target": c.target, "changes": float64(c.changes)}}
 	out = append(out, rate)
@@ -334,7 +334,7 @@ func (r *backendRun) programmingLatency(labels map[string]string) []reports.Meas
 	if r.lastChurn == nil || r.lastChurn.log == nil {
 		return []reports.Measurement{measure.ProgrammingLatency(r.tb, labels)}
 	}
-	return r.lastChurn.analyze().Measurements(labels)[:2]
+	return r.lastChurn.analyze().LatencyMeasurements(labels)
 }
 
 // checkLimits records a case per limit of the measure step over the measurements it

@@ -95,6 +95,7 @@ func (f labUpFlags) config() (lab.Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return cfg, usageError{err}
 	}
+	// lab.Up checks again; checking here too refuses a --detach lab before it forks.
 	if err := lab.CheckMachine(cfg); err != nil {
 		return cfg, usageError{err}
 	}

@@ -346,38 +346,42 @@ func (l *ChangeLog) Analyze(syncs []agent.SyncRecord) ChurnResult {
 	return res
 }
 
-// Measurements turns a churn's result into measurements: both halves of programming
-// latency, misroutes, false refusals and other probe failures (Examples are not in them:
-// the runner puts them in the evidence of its cases).
-func (r ChurnResult) Measurements(extra map[string]string) []Measurement {
-	p := func() map[string]string {
-		m := params()
-		for k, v := range extra {
-			m[k] = v
-		}
-		return m
-	}
-	counts := func() map[string]float64 {
-		m := map[string]float64{"probes": float64(r.Probes)}
-		for k, n := range r.Changes {
-			m["changes_"+k] = float64(n)
-		}
-		return m
-	}
-	syncM := Measurement{Name: MeasureProgrammingLatencySync, Params: p(), Unit: reports.UnitSeconds, Samples: seconds(r.SyncLatency), Extra: counts()}
+// LatencyMeasurements are both halves of programming latency (to the end of the sync, to
+// the first probe that saw the change), with the changes counted in Extra.
+func (r ChurnResult) LatencyMeasurements(extra map[string]string) []Measurement {
+	syncM := r.measurement(MeasureProgrammingLatencySync, extra, reports.UnitSeconds, seconds(r.SyncLatency))
 	syncM.Params["half"] = "sync"
 	syncM.Extra["unsynced"] = float64(r.Unsynced)
-	dpM := Measurement{Name: MeasureProgrammingLatencyDataplane, Params: p(), Unit: reports.UnitSeconds, Samples: seconds(r.DataplaneLatency), Extra: counts()}
+	dpM := r.measurement(MeasureProgrammingLatencyDataplane, extra, reports.UnitSeconds, seconds(r.DataplaneLatency))
 	dpM.Params["half"] = "dataplane"
 	dpM.Extra["unobserved"] = float64(r.Unobserved)
+	return []Measurement{syncM, dpM}
+}
+
+// CorrectnessMeasurements are misroutes, false refusals and other probe failures (Examples
+// are not in them: the runner puts them in the evidence of its cases).
+func (r ChurnResult) CorrectnessMeasurements(extra map[string]string) []Measurement {
 	count := func(name string, n int) Measurement {
-		return Measurement{Name: name, Params: p(), Unit: reports.UnitCount, Samples: []float64{float64(n)}, Extra: counts()}
+		return r.measurement(name, extra, reports.UnitCount, []float64{float64(n)})
 	}
-	return []Measurement{syncM, dpM,
+	return []Measurement{
 		count(MeasureChurnMisroutes, r.Misroutes),
 		count(MeasureChurnFalseRefusals, r.FalseRefusals),
 		count(MeasureChurnProbeFailures, r.OtherFailures),
 	}
+}
+
+// measurement is one measurement of the churn, with extra as its params and the numbers
+// of probes and of changes per kind in Extra.
+func (r ChurnResult) measurement(name string, extra map[string]string, unit string, samples []float64) Measurement {
+	m := Measurement{Name: name, Params: params(), Unit: unit, Samples: samples, Extra: map[string]float64{"probes": float64(r.Probes)}}
+	for k, v := range extra {
+		m.Params[k] = v
+	}
+	for k, n := range r.Changes {
+		m.Extra["changes_"+k] = float64(n)
+	}
+	return m
 }
 
 // ChurnProberOptions tune RunChurnProber.

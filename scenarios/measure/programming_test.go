@@ -86,12 +86,16 @@ func TestChangeLogUnsyncedAndFailedSyncs(t *testing.T) {
 	res := l.Analyze([]agent.SyncRecord{{Start: t0, End: t0.Add(time.Millisecond), ResourceVersion: 3, Err: assert.AnError}})
 	assert.Equal(t, 1, res.Unsynced)
 	assert.Empty(t, res.SyncLatency)
-	ms := res.Measurements(map[string]string{"backend": "x"})
-	require.Len(t, ms, 5)
-	assert.Equal(t, MeasureProgrammingLatencySync, ms[0].Name)
-	assert.Equal(t, 1.0, ms[0].Extra["unsynced"])
-	assert.Equal(t, MeasureChurnMisroutes, ms[2].Name)
-	assert.Equal(t, []float64{0}, ms[2].Samples)
+	lat := res.LatencyMeasurements(map[string]string{"backend": "x"})
+	require.Len(t, lat, 2)
+	assert.Equal(t, MeasureProgrammingLatencySync, lat[0].Name)
+	assert.Equal(t, 1.0, lat[0].Extra["unsynced"])
+	assert.Equal(t, "x", lat[0].Params["backend"])
+	assert.Equal(t, 1.0, lat[1].Extra["changes_add"])
+	cor := res.CorrectnessMeasurements(nil)
+	require.Len(t, cor, 3)
+	assert.Equal(t, MeasureChurnMisroutes, cor[0].Name)
+	assert.Equal(t, []float64{0}, cor[0].Samples)
 }
 
 // TestChangeLogPending: the prober is pointed at unseen changes until they are seen or
