@@ -21,6 +21,7 @@ packages=(
   zstd
   binutils
   chromium          # the report test renders report.html headless
+  strace            # the test that kpbench writes only under --out and the cache
 )
 # Extra packages, asked for by name: KPBENCH_EXTRA_PACKAGES="chromium".
 read -r -a extra <<< "${KPBENCH_EXTRA_PACKAGES:-}"

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,12 +48,23 @@ type kpbenchChild struct {
 // is gone (the child's, which a killed kpbench cannot remove itself).
 func startKpbench(ctx context.Context, t *testing.T, args ...string) *kpbenchChild {
 	t.Helper()
-	c := &kpbenchChild{cmd: exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperKpbench$")}
+	return startKpbenchUnder(ctx, t, "", nil, args...)
+}
+
+// startKpbenchUnder is startKpbench with the child started in directory dir ("": this
+// process's) by a wrapper command (strace, say): wrapper... kpbench args.... The child gets a process group of its own, and the
+// cleanup kills the whole group, so a wrapper's death does not leave kpbench running.
+func startKpbenchUnder(ctx context.Context, t *testing.T, dir string, wrapper []string, args ...string) *kpbenchChild {
+	t.Helper()
+	argv := append(append([]string(nil), wrapper...), os.Args[0], "-test.run=^TestHelperKpbench$")
+	c := &kpbenchChild{cmd: exec.CommandContext(ctx, argv[0], argv[1:]...)}
 	c.cmd.Env = append(os.Environ(), childArgsEnv+"="+strings.Join(args, "\x1f"))
 	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
+	c.cmd.Dir = dir
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, c.cmd.Start())
 	t.Cleanup(func() {
-		_ = c.cmd.Process.Kill()
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 		_ = c.cmd.Wait() // reaped: a zombie owner would make its lab look alive
 		_, err := lab.DownAll(lab.Registry{Dir: lab.DefaultRegistryDir}, lab.DownOptions{})
 		assert.NoError(t, err, "sweeping the labs of killed kpbench processes")
