@@ -338,12 +338,43 @@ func (l *ChangeLog) Analyze(syncs []agent.SyncRecord) ChurnResult {
 			example("misroute: %s answered by %s at %s, allowed %v", o.Service, o.Pod, o.Start.Format("15:04:05.000"), slices.Sorted(maps.Keys(allowed)))
 		case o.Class == probe.Refused && live:
 			res.FalseRefusals++
-			example("false refusal: %s at %s (endpoints %v)", o.Service, o.Start.Format("15:04:05.000"), vs[cur].pods)
+			if len(res.Examples) < maxExamples {
+				example("%s", l.refusalEvidence(o, vs[cur], ends, ok))
+			}
 		case o.Class != probe.OK && o.Class != probe.Refused && live:
 			res.OtherFailures++
 		}
 	}
 	return res
+}
+
+// refusalEvidence describes a false refusal: what was probed when, which sync had
+// programmed the endpoints, the syncs that overlapped the probe, and what the later
+// probes of the same Service saw (one refusal among answers is a transient; refusals
+// only, a wrong state left in the kernel). Called with l.mu held.
+func (l *ChangeLog) refusalEvidence(o Observation, cur version, ends []time.Time, syncs []agent.SyncRecord) string {
+	const clock = "15:04:05.000"
+	programmed := "before the churn"
+	if cur.change >= 0 {
+		c := l.changes[cur.change]
+		programmed = fmt.Sprintf("%s change at %s, synced by %s", c.Kind, c.Trigger.Format(clock), ends[cur.change].Format(clock))
+	}
+	var overlap []string
+	for _, r := range syncs {
+		if r.End.After(o.Start) && r.Start.Before(o.End) {
+			overlap = append(overlap, fmt.Sprintf("%s-%s (%d changed)", r.Start.Format(clock), r.End.Format(clock), r.Result.ChangedServices))
+		}
+	}
+	later, laterAll := map[probe.ErrClass]int{}, 0
+	for _, p := range l.obs {
+		if p.Service == o.Service && p.Start.After(o.End) {
+			later[p.Class]++
+			laterAll++
+		}
+	}
+	return fmt.Sprintf("false refusal: %s (%s) probed %s-%s, endpoints %v (%s); syncs during the probe %v; later probes of it: %d answered, %d refused, %d other",
+		o.Service, l.targets[o.Service], o.Start.Format(clock), o.End.Format(clock), cur.pods, programmed,
+		overlap, later[probe.OK], later[probe.Refused], laterAll-later[probe.OK]-later[probe.Refused])
 }
 
 // LatencyMeasurements are both halves of programming latency (to the end of the sync, to

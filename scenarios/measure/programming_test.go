@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/agent"
 	"kpbench.dev/kpbench/lab/probe"
 )
@@ -75,6 +76,27 @@ func TestChangeLogAnalyze(t *testing.T) {
 			assert.Equal(t, map[string]int{ChangeEndpoint: 1, ChangeAdd: 1, ChangeDelete: 1}, res.Changes)
 		})
 	}
+}
+
+// TestFalseRefusalEvidence: the evidence of a false refusal names the target, the sync
+// that programmed the endpoints, the syncs overlapping the probe and what later probes saw.
+func TestFalseRefusalEvidence(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	l := NewChangeLog()
+	l.Record(Change{Kind: ChangeAdd, Service: "ns/new", Trigger: at(15), RV: 5, Pods: []string{"pod-x"}}, netip.MustParseAddrPort("10.96.0.11:80"))
+	l.Observe(Observation{Service: "ns/new", Start: at(120), End: at(260), Class: probe.Refused})
+	l.Observe(Observation{Service: "ns/new", Start: at(270), End: at(275), Class: probe.OK, Pod: "pod-x"})
+	l.Observe(Observation{Service: "ns/new", Start: at(280), End: at(380), Class: probe.Timeout})
+	res := l.Analyze([]agent.SyncRecord{
+		{Start: at(50), End: at(100), ResourceVersion: 5},
+		{Start: at(250), End: at(300), ResourceVersion: 6, Result: backends.SyncResult{ChangedServices: 2}},
+	})
+	require.Equal(t, 1, res.FalseRefusals)
+	require.Len(t, res.Examples, 1)
+	assert.Equal(t, "false refusal: ns/new (10.96.0.11:80) probed 12:00:00.120-12:00:00.260, endpoints [pod-x] "+
+		"(add change at 12:00:00.015, synced by 12:00:00.100); syncs during the probe [12:00:00.250-12:00:00.300 (2 changed)]; "+
+		"later probes of it: 1 answered, 0 refused, 1 other", res.Examples[0])
 }
 
 // TestChangeLogUnsyncedAndFailedSyncs: a change no successful sync carried is unsynced,
