@@ -2,6 +2,7 @@ package backends
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
 	"time"
@@ -17,6 +18,11 @@ type Backend interface {
 	// Cleanup removes everything this backend installed on the node.
 	Cleanup(ctx context.Context) error
 }
+
+// ErrMachineLimit marks a sync failure that no retry can fix on this machine: the desired
+// state needs more of a resource (open files, say) than the process may have. Waits for
+// the sync give up at once, with the error, instead of running to their timeout.
+var ErrMachineLimit = errors.New("beyond this machine's limits")
 
 // SyncResult describes one sync: what was written and what it cost.
 type SyncResult struct {

@@ -444,6 +444,9 @@ func (a *Agent) WaitSynced(ctx context.Context, rv uint64) error {
 		if done {
 			return nil
 		}
+		if errors.Is(lastErr, backends.ErrMachineLimit) {
+			return fmt.Errorf("node %s: not synced to version %d: %w", a.cfg.Node.Name, rv, lastErr)
+		}
 		select {
 		case <-ctx.Done():
 			return errors.Join(fmt.Errorf("node %s: not synced to version %d: %w", a.cfg.Node.Name, rv, ctx.Err()), lastErr)

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -39,6 +40,7 @@ type fakeBackend struct {
 	mu        sync.Mutex
 	received  []fakeCall
 	failNext  int
+	failWith  error // the error of failed syncs (default errInjected)
 	forceNext bool
 	forced    int
 	errored   bool
@@ -60,6 +62,9 @@ func (f *fakeBackend) Sync(_ context.Context, desired *backends.State) (backends
 	if f.failNext > 0 {
 		f.failNext--
 		c.Err = errInjected
+		if f.failWith != nil {
+			c.Err = f.failWith
+		}
 	}
 	f.errored = c.Err != nil
 	f.received = append(f.received, c)
@@ -315,6 +320,40 @@ func TestWaitSyncedNotBeforeSuccess(t *testing.T) {
 	require.NoError(t, a.SyncNow(context.Background()).Err)
 	assert.NoError(t, a.WaitSynced(cancelled(), 1))
 	assert.Equal(t, 1, a.Metrics().RestoreFailures)
+}
+
+// TestWaitSyncedGivesUpOnMachineLimit: a sync that failed with backends.ErrMachineLimit
+// ends a wait at once (no retry can fix it), an ordinary failure does not.
+func TestWaitSyncedGivesUpOnMachineLimit(t *testing.T) {
+	tests := []struct {
+		name     string
+		err      error
+		giveUp   bool
+		contains string
+	}{
+		{"machine limit", fmt.Errorf("open files: %w", backends.ErrMachineLimit), true, "open files"},
+		{"ordinary failure", errInjected, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			be := newFakeBackend()
+			be.failWith = tt.err
+			a := newAgent(be, nil, 0, 0)
+			a.Observe(Change{Service: service("a", "10.96.0.10"), ResourceVersion: 1})
+			be.failSyncs(1)
+			require.ErrorIs(t, a.SyncNow(context.Background()).Err, tt.err)
+			// With a context already ended, a wait that gives up says so without the
+			// context's error; one that waits returns the context's error.
+			err := a.WaitSynced(cancelled(), 1)
+			require.ErrorIs(t, err, tt.err)
+			if tt.giveUp {
+				assert.NotErrorIs(t, err, context.Canceled)
+				assert.Contains(t, err.Error(), tt.contains)
+			} else {
+				assert.ErrorIs(t, err, context.Canceled)
+			}
+		})
+	}
 }
 
 func TestRunPeriodicSyncIsFull(t *testing.T) {

@@ -216,6 +216,9 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 			res.ChangedServices++
 		}
 	}
+	if err := checkDescriptors(len(added)); err != nil {
+		return res, b.errorf("%d new service ports: %w", len(added), err)
+	}
 	if err := b.listen(ctx, added); err != nil {
 		b.needFull = true
 		return res, b.errorf("%w", err)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"kpbench.dev/kpbench/backends"
 )
 
 // wantOpenFiles is the open-file limit the proxy asks for: one listener per service port,
@@ -42,6 +44,32 @@ func raiseOpenFiles() error {
 		if err2 := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &next); err2 != nil {
 			return fmt.Errorf("raise open-file limit to %d: %w", want, err)
 		}
+	}
+	return nil
+}
+
+// descriptorReserve is what checkDescriptors keeps free beyond the listeners: proxied
+// connections (two descriptors each), the tools the bench runs, the probes.
+const descriptorReserve = 1024
+
+// checkDescriptors refuses, with backends.ErrMachineLimit, to open n more listeners when
+// the process's open-file limit cannot hold them plus descriptorReserve: at the limit
+// every listen fails with EMFILE, and so would every retry.
+func checkDescriptors(n int) error {
+	if n == 0 {
+		return nil
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("get open-file limit: %w", err)
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("count open files: %w", err)
+	}
+	if uint64(len(fds)+n+descriptorReserve) > lim.Cur {
+		return fmt.Errorf("%w: one listener per service port needs %d more open files, and %d of the limit of %d are in use (%d kept free for connections); raising it takes CAP_SYS_RESOURCE or a higher hard limit (ulimit -Hn)",
+			backends.ErrMachineLimit, n, len(fds), lim.Cur, descriptorReserve)
 	}
 	return nil
 }

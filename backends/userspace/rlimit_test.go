@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"kpbench.dev/kpbench/backends"
 )
 
 // TestRaiseOpenFiles: after raiseOpenFiles the soft limit is never lower than before, and
@@ -25,4 +27,16 @@ func TestRaiseOpenFiles(t *testing.T) {
 	if after.Cur < wantOpenFiles {
 		assert.Equal(t, after.Max, after.Cur, "the soft limit stayed below the hard one")
 	}
+}
+
+// TestCheckDescriptors: listeners that fit under the open-file limit pass; more than the
+// limit can hold is refused as a machine limit, naming the limit.
+func TestCheckDescriptors(t *testing.T) {
+	var lim syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim))
+	require.NoError(t, checkDescriptors(0))
+	require.NoError(t, checkDescriptors(10))
+	err := checkDescriptors(int(min(lim.Cur, 1<<30)))
+	require.ErrorIs(t, err, backends.ErrMachineLimit)
+	assert.Contains(t, err.Error(), "limit of")
 }
