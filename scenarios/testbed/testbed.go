@@ -25,6 +25,7 @@ import (
 	"kpbench.dev/kpbench/backends/all"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/cluster"
+	"kpbench.dev/kpbench/lab/controlplane"
 )
 
 // Options describe a testbed.
@@ -48,6 +49,10 @@ type Options struct {
 	// ProbePods adds one lab pod per node, named probe-<node>, as a source of in-cluster
 	// traffic that belongs to no Service.
 	ProbePods bool
+	// ControlPlane starts a real etcd and kube-apiserver in the lab (lab/controlplane) and
+	// publishes the store to it. Backends that read a real API server (upstream
+	// kube-proxy, all.NeedsAPIServer) get one whatever this says.
+	ControlPlane bool
 }
 
 // Testbed is a running fake cluster.
@@ -57,10 +62,15 @@ type Testbed struct {
 	Cluster *cluster.Cluster
 	Agents  []*agent.Agent
 
-	stateDir string
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	kubelet  *kubelet
+	// ControlPlane is the lab's real API server, when one was started (Options.ControlPlane).
+	ControlPlane *controlplane.ControlPlane
+
+	stateDir  string
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	kubelet   *kubelet
+	publisher *controlplane.Publisher
+	backends  []backends.Backend
 }
 
 // Start builds the lab, the control plane and the agents, and waits for the first sync
@@ -128,21 +138,48 @@ func Start(ctx context.Context, o Options) (_ *Testbed, err error) {
 	tb.wg.Add(1)
 	go func() { defer tb.wg.Done(); tb.kubelet.run(runCtx, events) }()
 
+	upstreamProxy := all.NeedsAPIServer(o.Backend)
+	settings, minSync, syncPeriod := o.Settings, o.MinSyncPeriod, o.SyncPeriod
+	if upstreamProxy {
+		// kube-proxy runs its own loop with the scenario's periods; the agent only waits
+		// for it, as soon as changes arrive, and never forces a full sync (a restart).
+		settings.MinSyncPeriod, settings.SyncPeriod = o.MinSyncPeriod, o.SyncPeriod
+		settings.ClusterCIDR, settings.MasqueradeAll = o.View.ClusterCIDR, o.View.MasqueradeAll
+		minSync, syncPeriod = 0, 24*time.Hour
+	}
+	if o.ControlPlane || upstreamProxy {
+		if err := tb.startControlPlane(ctx); err != nil {
+			return tb, err
+		}
+	}
 	for _, n := range l.Hosts(lab.KindNode) {
-		be, err := all.New(o.Backend, all.Node{Name: n.Name, NetNSPath: n.NetNSPath, StateDir: tb.stateDir}, o.Settings)
+		node := all.Node{Name: n.Name, NetNSPath: n.NetNSPath, StateDir: tb.stateDir, IP: n.IP}
+		if tb.ControlPlane != nil {
+			if node.Kubeconfig, err = tb.ControlPlane.KubeconfigFor(n.Name); err != nil {
+				return tb, err
+			}
+			node.WaitPublished = func(ctx context.Context) error {
+				return tb.publisher.WaitPublished(ctx, tb.Cluster.ResourceVersion())
+			}
+		}
+		be, err := all.New(o.Backend, node, settings)
 		if err != nil {
 			return tb, fmt.Errorf("node %s: %w", n.Name, err)
 		}
+		tb.backends = append(tb.backends, be)
 		ag := agent.New(agent.Config{
 			Node:    backends.NodeView{Name: n.Name, IPs: []netip.Addr{n.IP}, Zone: n.Zone},
 			View:    o.View,
-			Backend: be, MinSyncPeriod: o.MinSyncPeriod, SyncPeriod: o.SyncPeriod,
+			Backend: be, MinSyncPeriod: minSync, SyncPeriod: syncPeriod,
 		})
 		tb.Agents = append(tb.Agents, ag)
 		// kube-proxy's health servers (proxier /healthz on 10256, a health-check node port
-		// per LoadBalancer Service with externalTrafficPolicy Local), in the node's namespace.
-		if err := ag.ServeHealth(ctx, agent.NetNSListen(n.NetNSPath), 0); err != nil {
-			return tb, err
+		// per LoadBalancer Service with externalTrafficPolicy Local), in the node's
+		// namespace; upstream kube-proxy serves its own.
+		if !upstreamProxy {
+			if err := ag.ServeHealth(ctx, agent.NetNSListen(n.NetNSPath), 0); err != nil {
+				return tb, err
+			}
 		}
 		ch, err := tb.Cluster.Watch(runCtx)
 		if err != nil {
@@ -153,6 +190,23 @@ func Start(ctx context.Context, o Options) (_ *Testbed, err error) {
 		go func() { defer tb.wg.Done(); _ = ag.Run(runCtx) }()
 	}
 	return tb, tb.WaitSynced(ctx)
+}
+
+// startControlPlane starts etcd and kube-apiserver in the lab and the publisher that
+// mirrors the store into them, and waits until the store as it is now is published.
+func (tb *Testbed) startControlPlane(ctx context.Context) error {
+	o := tb.opts
+	cp, err := controlplane.Start(ctx, tb.Lab, controlplane.Options{
+		ServiceCIDR: o.ServiceCIDR, NodePortMin: o.NodePortMin, NodePortMax: o.NodePortMax,
+	})
+	if err != nil {
+		return err
+	}
+	tb.ControlPlane = cp
+	if tb.publisher, err = controlplane.Publish(ctx, cp, tb.Cluster); err != nil {
+		return err
+	}
+	return tb.publisher.WaitPublished(ctx, tb.Cluster.ResourceVersion())
 }
 
 // ProbePod is the name of the probe pod of a node.
@@ -221,6 +275,17 @@ func (tb *Testbed) Stop(ctx context.Context) error {
 	var errs []error
 	for _, ag := range tb.Agents {
 		errs = append(errs, ag.CloseHealth())
+	}
+	// Upstream kube-proxy first, then the publisher, then the API server and etcd (the
+	// other order makes the API server hang).
+	for _, be := range tb.backends {
+		errs = append(errs, all.Close(ctx, be))
+	}
+	if tb.publisher != nil {
+		tb.publisher.Stop()
+	}
+	if tb.ControlPlane != nil {
+		errs = append(errs, tb.ControlPlane.Stop(ctx))
 	}
 	if tb.Lab != nil {
 		errs = append(errs, tb.Lab.Down(ctx))
