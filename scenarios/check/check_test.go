@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"kpbench.dev/kpbench/internal/testutil"
+	"kpbench.dev/kpbench/internal/upstream/upstreamtest"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/manifest"
 	"kpbench.dev/kpbench/scenarios/testbed"
@@ -93,42 +94,56 @@ metadata: {name: hl}
 spec: {clusterIP: None, selector: {app: web}, ports: [{port: 80}]}
 `
 
+// checkWant is what TestCheck expects of each service of deployment+services.
+var checkWant = map[string]struct {
+	fail     bool
+	evidence []string // each must appear in some path's evidence
+}{
+	"default/web":      {false, []string{"3/3 endpoints reached", "chi2="}},
+	"default/bad-port": {true, []string{"refused="}},
+	"default/empty":    {false, []string{"refused (no endpoints)"}},
+	"default/sticky":   {false, []string{"affinity held"}},
+	"default/local":    {false, []string{"dropped (Local policy", "1/1 endpoints reached"}},
+	"default/hl":       {false, []string{"no proxy rules (expected)"}},
+}
+
 // TestCheck runs every kind of path against one testbed per backend and checks each
 // service's verdicts and evidence: passing paths pass, and a service whose target port
 // nobody listens on fails.
 func TestCheck(t *testing.T) {
-	want := map[string]struct {
-		fail     bool
-		evidence []string // each must appear in some path's evidence
-	}{
-		"default/web":      {false, []string{"3/3 endpoints reached", "chi2="}},
-		"default/bad-port": {true, []string{"refused="}},
-		"default/empty":    {false, []string{"refused (no endpoints)"}},
-		"default/sticky":   {false, []string{"affinity held"}},
-		"default/local":    {false, []string{"dropped (Local policy", "1/1 endpoints reached"}},
-		"default/hl":       {false, []string{"no proxy rules (expected)"}},
-	}
 	for _, backend := range []string{"iptables", "nftables"} {
-		t.Run(backend, func(t *testing.T) {
-			outs := runCheck(t, backend, deployment+services)
-			assert.True(t, Failed(outs), "bad-port must fail the run")
-			bySvc := map[string][]Outcome{}
-			for _, o := range outs {
-				bySvc[o.Service] = append(bySvc[o.Service], o)
-			}
-			require.Len(t, bySvc, len(want))
-			for svc, w := range want {
-				var evidence strings.Builder
-				failed := false
-				for _, o := range bySvc[svc] {
-					failed = failed || o.Verdict == Fail
-					evidence.WriteString(o.Detail + "\n")
-				}
-				assert.Equal(t, w.fail, failed, "%s: %s", svc, evidence.String())
-				for _, e := range w.evidence {
-					assert.Contains(t, evidence.String(), e, svc)
-				}
-			}
-		})
+		t.Run(backend, func(t *testing.T) { checkBackend(t, backend) })
+	}
+}
+
+// TestCheckUpstreamKubeProxy is TestCheck on the unmodified kube-proxy (`make upstream`),
+// reading the lab's real API server: the same verdicts and evidence.
+func TestCheckUpstreamKubeProxy(t *testing.T) {
+	testutil.RequireRoot(t)
+	upstreamtest.Require(t)
+	for _, backend := range []string{"kube-proxy-iptables", "kube-proxy-nftables"} {
+		t.Run(backend, func(t *testing.T) { checkBackend(t, backend) })
+	}
+}
+
+func checkBackend(t *testing.T, backend string) {
+	outs := runCheck(t, backend, deployment+services)
+	assert.True(t, Failed(outs), "bad-port must fail the run")
+	bySvc := map[string][]Outcome{}
+	for _, o := range outs {
+		bySvc[o.Service] = append(bySvc[o.Service], o)
+	}
+	require.Len(t, bySvc, len(checkWant))
+	for svc, w := range checkWant {
+		var evidence strings.Builder
+		failed := false
+		for _, o := range bySvc[svc] {
+			failed = failed || o.Verdict == Fail
+			evidence.WriteString(o.Detail + "\n")
+		}
+		assert.Equal(t, w.fail, failed, "%s: %s", svc, evidence.String())
+		for _, e := range w.evidence {
+			assert.Contains(t, evidence.String(), e, svc)
+		}
 	}
 }
