@@ -49,10 +49,11 @@ type Backend struct {
 	mu        sync.Mutex
 	proc      *process
 	prev      Samples // scrape at the end of the previous Sync
+	prevAt    time.Time
+	lastStart float64 // estimated start (unix seconds) of kube-proxy's latest finished sync
 	restart   bool    // ForceFullSync asked for a new process
 	cfgPath   string
 	logPath   string
-	lastStart time.Time
 }
 
 // New returns a backend for one node; kube-proxy starts at the first Sync.
@@ -156,7 +157,7 @@ func (b *Backend) start() error {
 	if err != nil {
 		return err
 	}
-	b.proc, b.prev, b.lastStart = p, nil, time.Now()
+	b.proc, b.prev, b.prevAt, b.lastStart = p, nil, time.Now(), 0
 	return nil
 }
 
@@ -190,6 +191,7 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	var cur Samples
 	var scrapeErr error
 	agreed := 0 // consecutive scrapes that said "done"
+	prevScrape, prevScrapeAt := b.prev, b.prevAt
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -198,6 +200,10 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 			return backends.SyncResult{}, fmt.Errorf("kube-proxy on %s exited: %v; log %s:\n%s", node, err, b.logPath, tailFile(b.logPath, 20))
 		}
 		cur, scrapeErr = b.Scrape(ctx)
+		if scrapeErr == nil {
+			b.lastStart = syncStart(prevScrape, prevScrapeAt, cur, b.lastStart)
+			prevScrape, prevScrapeAt = cur, time.Now()
+		}
 		if scrapeErr == nil && b.done(cur, published) {
 			agreed++
 			if agreed >= 2 {
@@ -217,15 +223,33 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 		Apply: time.Duration(delta(cur, b.prev, MetricSyncDuration+"_sum") * float64(time.Second)),
 		Rules: int(cur[MetricIPTablesTotal]),
 	}
-	b.prev = cur
+	b.prev, b.prevAt = cur, prevScrapeAt
 	return res, nil
+}
+
+// syncStart estimates when kube-proxy's latest finished sync started (unix seconds), from
+// two consecutive scrapes (prev taken at prevAt) and the previous estimate: exactly one
+// sync between them lasted Δ of the duration histogram's sum and ended at the last-sync
+// timestamp; after two or more, the latest started after prev was taken (only one sync
+// runs at a time); after none, the estimate stands.
+func syncStart(prev Samples, prevAt time.Time, cur Samples, est float64) float64 {
+	n := delta(cur, prev, MetricSyncDuration+"_count")
+	switch {
+	case n == 0:
+		return est
+	case n == 1:
+		return cur[MetricLastSync] - delta(cur, prev, MetricSyncDuration+"_sum")
+	default:
+		return max(est, float64(prevAt.UnixNano())/1e9)
+	}
 }
 
 // done reports whether a scrape shows kube-proxy caught up with everything published at
 // published:
 //   - it has synced at least once, and no change it received is pending, and
-//   - either a sync ended after the publication and kube-proxy received changes since the
-//     previous Sync (it saw and programmed this one), or Settle has passed since the
+//   - either a sync ended after the publication, started after the last change was
+//     queued (see syncStart), and kube-proxy received changes since the previous Sync
+//     (it saw and programmed this one), or Settle has passed since the
 //     publication without a change queued after the last sync (kube-proxy ignored the
 //     change: nothing it programs changed).
 //
@@ -237,13 +261,17 @@ func (b *Backend) done(s Samples, published time.Time) bool {
 	}
 	last := s[MetricLastSync]
 	pub := float64(published.UnixNano()) / 1e9
-	if last >= pub && (b.prev == nil || s.changes() > b.prev.changes()) {
+	// kube-proxy empties its pending changes when a sync starts, so a change received
+	// during a sync is in neither that sync nor the pending count: the sync that carries
+	// it must have started after it was queued.
+	queuedBeforeStart := !s.Has(MetricLastQueued) || b.lastStart >= s[MetricLastQueued]
+	if last >= pub && queuedBeforeStart && (b.prev == nil || s.changes() > b.prev.changes()) {
 		return true
 	}
 	if time.Since(published) < b.opts.Settle {
 		return false
 	}
-	return !s.Has(MetricLastQueued) || s[MetricLastQueued] <= last
+	return !s.Has(MetricLastQueued) || s[MetricLastQueued] <= b.lastStart
 }
 
 // Close stops kube-proxy (SIGTERM, then SIGKILL after 10 s) and leaves its rules in place

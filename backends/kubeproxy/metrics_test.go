@@ -63,6 +63,7 @@ func TestDone(t *testing.T) {
 		prev      Samples
 		cur       Samples
 		published time.Time
+		lastStart float64
 		want      bool
 	}{
 		{name: "never synced", cur: Samples{}, published: pub},
@@ -77,11 +78,52 @@ func TestDone(t *testing.T) {
 			s[MetricLastQueued] = after
 			return s
 		}(), published: pub.Add(-time.Hour)},
+		// kube-proxy took the change while a sync ran (pending already emptied): that sync
+		// ended after the publication, but started before the change was queued.
+		{name: "queued during the last sync", prev: synced(before, 3, 0), cur: func() Samples {
+			s := synced(after, 4, 0)
+			s[MetricLastQueued] = secs(pub.Add(50 * time.Millisecond))
+			return s
+		}(), published: pub, lastStart: secs(pub.Add(10 * time.Millisecond))},
+		{name: "queued during the last sync, ignored change settled", prev: synced(before, 3, 0), cur: func() Samples {
+			s := synced(before, 3, 0)
+			s[MetricLastQueued] = secs(pub.Add(-time.Hour).Add(50 * time.Millisecond))
+			return s
+		}(), published: pub.Add(-time.Hour), lastStart: secs(pub.Add(-time.Hour))},
+		{name: "the last sync started after the change was queued", prev: synced(before, 3, 0), cur: func() Samples {
+			s := synced(after, 4, 0)
+			s[MetricLastQueued] = secs(pub.Add(10 * time.Millisecond))
+			return s
+		}(), published: pub, lastStart: secs(pub.Add(50 * time.Millisecond)), want: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b := &Backend{opts: Options{Settle: time.Second}, prev: tc.prev}
+			b := &Backend{opts: Options{Settle: time.Second}, prev: tc.prev, lastStart: tc.lastStart}
 			assert.Equal(t, tc.want, b.done(tc.cur, tc.published))
+		})
+	}
+}
+
+// TestSyncStart: one sync between two scrapes started its duration before its end; after
+// several, the latest started after the earlier scrape; after none, the estimate stands.
+func TestSyncStart(t *testing.T) {
+	at := time.Unix(1000, 0)
+	scrape := func(count, sum, last float64) Samples {
+		return Samples{MetricSyncDuration + "_count": count, MetricSyncDuration + "_sum": sum, MetricLastSync: last}
+	}
+	tests := []struct {
+		name      string
+		prev, cur Samples
+		est, want float64
+	}{
+		{"no sync since", scrape(3, 1.5, 990), scrape(3, 1.5, 990), 989.5, 989.5},
+		{"one sync", scrape(3, 1.5, 990), scrape(4, 1.75, 1000.5), 989.5, 1000.25},
+		{"first scrape of a new process", nil, scrape(1, 0.2, 1000.5), 0, 1000.3},
+		{"two syncs", scrape(3, 1.5, 990), scrape(5, 2, 1001), 989.5, 1000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.InDelta(t, tt.want, syncStart(tt.prev, at, tt.cur, tt.est), 1e-9)
 		})
 	}
 }
