@@ -26,8 +26,10 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/kpbench
 
 ## test: vet, staticcheck and every test (privileged ones skip unless root), then the
-## IPVS tests inside the microVM (this kernel has no IPVS)
-test: deps build lint
+## IPVS tests inside the microVM (this kernel has no IPVS). Builds the upstream reference
+## binaries first (make upstream: ~6 min cold, seconds warm) so that the tests against
+## kube-proxy itself run too.
+test: deps build lint upstream
 	$(GO) test $(TEST_FLAGS) ./...
 	$(MAKE) fuzz FUZZTIME=10s
 	$(MAKE) test-vm
@@ -63,8 +65,8 @@ soak: deps build
 	./$(BIN) run scenarios/churn.yaml --backend iptables,iptables-legacy,nftables --out $(OUT)
 
 ## upstream: build kube-apiserver, kube-proxy and etcd (versions in internal/upstream) from their Go
-## modules into /var/cache/kpbench/upstream/<version>/bin (idempotent; not part of make test:
-## tests that need them skip with "run make upstream" unless KPBENCH_REQUIRE_UPSTREAM=1)
+## modules into /var/cache/kpbench/upstream/<version>/bin (idempotent; make test runs it; tests
+## that need them skip with "run make upstream" unless KPBENCH_REQUIRE_UPSTREAM=1, as in CI)
 upstream:
 	@bash hack/build-upstream.sh
 

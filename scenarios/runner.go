@@ -133,9 +133,11 @@ func (r *backendRun) run(ctx context.Context) (err error) {
 		return err
 	}
 	defer func() {
+		r.recordControlPlaneEnd()
 		err = errors.Join(err, r.writeMetrics(), r.tb.Stop(context.WithoutCancel(ctx)))
 	}()
 	r.slab0, _ = measure.Slab()
+	r.recordControlPlane()
 	var objs []runtime.Object
 	for _, m := range r.sc.Manifests {
 		objs = append(objs, objects(m.Objects)...)
@@ -171,6 +173,49 @@ func (r *backendRun) run(ctx context.Context) (err error) {
 		}
 	}
 	return nil
+}
+
+// Measurements of the lab's real control plane (lab/controlplane), when the testbed
+// started one: the time until etcd and then kube-apiserver answered ready (Params
+// "component"), and their resident memory once ready.
+const (
+	MeasureControlPlaneStartup = "control-plane-startup"
+	MeasureControlPlaneMemory  = "control-plane-memory"
+)
+
+// recordControlPlane adds the control plane's start-up time and memory to the results.
+func (r *backendRun) recordControlPlane() {
+	cp := r.tb.ControlPlane
+	if cp == nil {
+		return
+	}
+	add := func(name, component, unit string, v float64) {
+		r.res.Add(r.backend, reports.Measurement{Name: name, Params: map[string]string{"component": component, "when": "ready"}, Unit: unit, Samples: []float64{v}})
+	}
+	add(MeasureControlPlaneStartup, "etcd", reports.UnitSeconds, cp.EtcdStartup.Seconds())
+	add(MeasureControlPlaneStartup, "kube-apiserver", reports.UnitSeconds, cp.Startup.Seconds())
+	add(MeasureControlPlaneMemory, "etcd", reports.UnitBytes, float64(cp.StartRSS.Etcd))
+	add(MeasureControlPlaneMemory, "kube-apiserver", reports.UnitBytes, float64(cp.StartRSS.APIServer))
+	r.logf("control plane %s: etcd ready in %.1fs, API server in %.1fs; RSS %d MiB + %d MiB",
+		cp.Version, cp.EtcdStartup.Seconds(), cp.Startup.Seconds(), cp.StartRSS.Etcd>>20, cp.StartRSS.APIServer>>20)
+}
+
+// recordControlPlaneEnd adds the control plane's resident memory at the end of the run
+// (Params "when": "end"), with the store's objects in it.
+func (r *backendRun) recordControlPlaneEnd() {
+	cp := r.tb.ControlPlane
+	if cp == nil {
+		return
+	}
+	u, err := cp.RSS()
+	if err != nil {
+		return
+	}
+	services := strconv.Itoa(len(r.tb.Cluster.Services()))
+	for component, v := range map[string]uint64{"etcd": u.Etcd, "kube-apiserver": u.APIServer} {
+		r.res.Add(r.backend, reports.Measurement{Name: MeasureControlPlaneMemory, Unit: reports.UnitBytes, Samples: []float64{float64(v)},
+			Params: map[string]string{"component": component, "when": "end", "services": services}})
+	}
 }
 
 // writeMetrics writes every agent's metrics to the metrics directory (if any).
