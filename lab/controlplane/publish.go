@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/cluster"
@@ -56,6 +57,9 @@ func Publish(ctx context.Context, cp *ControlPlane, c *cluster.Cluster) (*Publis
 		return nil, fmt.Errorf("publish to %s: %w", cp.Server(), err)
 	}
 	cfg.QPS = -1 // no client-side rate limit: the store's changes are the load
+	// The API server's deprecation warnings (spec.externalIPs) are about the scenario's
+	// objects, which the store accepted: not for the run's output.
+	cfg.WarningHandler = rest.NoWarnings{}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("publish to %s: %w", cp.Server(), err)
