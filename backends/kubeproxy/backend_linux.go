@@ -190,7 +190,7 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	defer cancel()
 	var cur Samples
 	var scrapeErr error
-	agreed := 0 // consecutive scrapes that said "done"
+	var doneSince time.Time // first of the consecutive scrapes that said "done"
 	prevScrape, prevScrapeAt := b.prev, b.prevAt
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -205,12 +205,14 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 			prevScrape, prevScrapeAt = cur, time.Now()
 		}
 		if scrapeErr == nil && b.done(cur, published) {
-			agreed++
-			if agreed >= 2 {
+			if doneSince.IsZero() {
+				doneSince = time.Now()
+			}
+			if time.Since(doneSince) >= quietPeriod {
 				break
 			}
 		} else {
-			agreed = 0
+			doneSince = time.Time{}
 		}
 		select {
 		case <-ctx.Done():
@@ -226,6 +228,12 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	b.prev, b.prevAt = cur, prevScrapeAt
 	return res, nil
 }
+
+// quietPeriod is how long scrapes must keep saying "done" before Sync believes them: the
+// objects of one change (a Service and its EndpointSlice, say) reach kube-proxy's
+// informers one by one, milliseconds apart, and a sync for the first may end before the
+// second arrives. It adds up to quietPeriod to upstream's measured programming latency.
+const quietPeriod = 150 * time.Millisecond
 
 // syncStart estimates when kube-proxy's latest finished sync started (unix seconds), from
 // two consecutive scrapes (prev taken at prevAt) and the previous estimate: exactly one
@@ -253,7 +261,7 @@ func syncStart(prev Samples, prevAt time.Time, cur Samples, est float64) float64
 //     publication without a change queued after the last sync (kube-proxy ignored the
 //     change: nothing it programs changed).
 //
-// Two consecutive scrapes must agree, so a change still on its way through the watch is
+// Scrapes must agree for quietPeriod, so a change still on its way through the watch is
 // not taken for programmed.
 func (b *Backend) done(s Samples, published time.Time) bool {
 	if s[MetricSyncDuration+"_count"] == 0 || s.pending() > 0 {

@@ -15,13 +15,16 @@ const sampleMetrics = `# HELP kubeproxy_sync_proxy_rules_duration_seconds [ALPHA
 # TYPE kubeproxy_sync_proxy_rules_duration_seconds histogram
 kubeproxy_sync_proxy_rules_duration_seconds_bucket{le="0.001"} 0
 kubeproxy_sync_proxy_rules_duration_seconds_bucket{le="+Inf"} 3
-kubeproxy_sync_proxy_rules_duration_seconds_sum 0.75
-kubeproxy_sync_proxy_rules_duration_seconds_count 3
+kubeproxy_sync_proxy_rules_duration_seconds_sum{ip_family="IPv4"} 0.75
+kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"} 3
+kubeproxy_sync_proxy_rules_duration_seconds_sum{ip_family="IPv6"} 0.5
+kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv6"} 3
 kubeproxy_sync_full_proxy_rules_duration_seconds_sum 0.5
 kubeproxy_sync_full_proxy_rules_duration_seconds_count 1
 kubeproxy_sync_proxy_rules_iptables_total{table="filter"} 4
 kubeproxy_sync_proxy_rules_iptables_total{table="nat"} 20
-kubeproxy_sync_proxy_rules_last_timestamp_seconds 1.7645e+09
+kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"} 1.7645e+09
+kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv6"} 1.7646e+09
 kubeproxy_sync_proxy_rules_endpoint_changes_pending 0
 kubeproxy_sync_proxy_rules_service_changes_pending 0
 kubeproxy_sync_proxy_rules_endpoint_changes_total 5
@@ -31,8 +34,10 @@ kubeproxy_sync_proxy_rules_service_changes_total 2
 func TestParseMetrics(t *testing.T) {
 	s, err := ParseMetrics(strings.NewReader(sampleMetrics))
 	require.NoError(t, err)
+	// v1.37 serves one series per IP family (dual-stack proxiers); the lab is IPv4.
 	assert.Equal(t, 0.75, s[MetricSyncDuration+"_sum"])
 	assert.Equal(t, 3.0, s[MetricSyncDuration+"_count"])
+	assert.Equal(t, 1.7645e+09, s[MetricLastSync], "a timestamp, not the sum of two")
 	assert.Equal(t, 24.0, s[MetricIPTablesTotal], "summed over tables")
 	assert.Equal(t, 7.0, s.changes())
 	assert.False(t, s.Has(MetricSyncDuration+"_bucket"))
