@@ -279,7 +279,13 @@ func (b *Backend) done(s Samples, published time.Time) bool {
 	if time.Since(published) < b.opts.Settle {
 		return false
 	}
-	return !s.Has(MetricLastQueued) || s[MetricLastQueued] <= b.lastStart
+	if !s.Has(MetricLastQueued) || s[MetricLastQueued] <= b.lastStart {
+		return true
+	}
+	// The start estimate can lag (a failed sync moves the count but not the timestamp):
+	// long after the publication, with nothing pending, a sync that ended after the last
+	// queued change is taken as its sync, as kube-proxy's own healthz does.
+	return time.Since(published) >= 3*b.opts.Settle && s[MetricLastQueued] <= last
 }
 
 // Close stops kube-proxy (SIGTERM, then SIGKILL after 10 s) and leaves its rules in place

@@ -92,9 +92,14 @@ func TestDone(t *testing.T) {
 		}(), published: pub, lastStart: secs(pub.Add(10 * time.Millisecond))},
 		{name: "queued during the last sync, ignored change settled", prev: synced(before, 3, 0), cur: func() Samples {
 			s := synced(before, 3, 0)
+			s[MetricLastQueued] = secs(pub.Add(-2 * time.Second).Add(50 * time.Millisecond))
+			return s
+		}(), published: pub.Add(-2 * time.Second), lastStart: secs(pub.Add(-2 * time.Second))},
+		{name: "start estimate lagging, long after the publication", prev: synced(before, 3, 0), cur: func() Samples {
+			s := synced(before, 3, 0)
 			s[MetricLastQueued] = secs(pub.Add(-time.Hour).Add(50 * time.Millisecond))
 			return s
-		}(), published: pub.Add(-time.Hour), lastStart: secs(pub.Add(-time.Hour))},
+		}(), published: pub.Add(-time.Hour), lastStart: secs(pub.Add(-time.Hour)), want: true},
 		{name: "the last sync started after the change was queued", prev: synced(before, 3, 0), cur: func() Samples {
 			s := synced(after, 4, 0)
 			s[MetricLastQueued] = secs(pub.Add(10 * time.Millisecond))
