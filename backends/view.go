@@ -9,8 +9,10 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
 
-// Labels that take a Service out of every proxy's view, as kube-proxy's informers filter
-// them (`!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless`).
+// Labels that take objects out of every proxy's view, as kube-proxy's informers filter
+// them: a Service labelled service-proxy-name, an EndpointSlice labelled headless (the
+// EndpointSlice controller labels the slices of clusterIP None Services so; kube-proxy
+// v1.37 filters Services by service-proxy-name and clusterIP, EndpointSlices by headless).
 const (
 	LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
 	LabelHeadless         = "service.kubernetes.io/headless"
@@ -42,14 +44,14 @@ type ViewOptions struct {
 //
 //   - one ServicePort per port of each Service, except Services of type ExternalName,
 //     headless ones (clusterIP None or empty) and Services labelled
-//     service.kubernetes.io/headless or service.kubernetes.io/service-proxy-name;
+//     service.kubernetes.io/service-proxy-name;
 //   - externalIPs, load-balancer ingress IPs (not those with ipMode Proxy) and source ranges
 //     keep their IPv4 members only; ClientIP affinity timeout defaults to 10800 seconds;
 //     externalTrafficPolicy Local counts only for NodePort and LoadBalancer Services or
 //     Services with externalIPs; the health-check node port only for LoadBalancer Services
 //     with externalTrafficPolicy Local;
 //   - endpoints come from every IPv4 EndpointSlice labelled kubernetes.io/service-name with
-//     the Service's name in its namespace, from the slice port with the same name and
+//     the Service's name in its namespace and not labelled service.kubernetes.io/headless, from the slice port with the same name and
 //     protocol, using the first address of each endpoint. Conditions follow the API
 //     contract kube-proxy applies: nil ready and nil serving mean true, nil terminating
 //     means false. Duplicates (the same IP:port in two slices) are merged, the first one
@@ -67,7 +69,7 @@ func BuildState(node NodeView, opts ViewOptions, services []*corev1.Service, epS
 	bySvc := map[svcKey][]*discoveryv1.EndpointSlice{}
 	for _, s := range epSlices {
 		name := s.Labels[discoveryv1.LabelServiceName]
-		if name == "" || s.AddressType != discoveryv1.AddressTypeIPv4 {
+		if name == "" || s.AddressType != discoveryv1.AddressTypeIPv4 || IgnoredSlice(s) {
 			continue
 		}
 		k := svcKey{s.Namespace, name}
@@ -100,14 +102,18 @@ func proxiedClusterIP(svc *corev1.Service) (netip.Addr, bool) {
 	if _, ok := svc.Labels[LabelServiceProxyName]; ok {
 		return netip.Addr{}, false
 	}
-	if _, ok := svc.Labels[LabelHeadless]; ok {
-		return netip.Addr{}, false
-	}
 	ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
 	if err != nil || !ip.Is4() {
 		return netip.Addr{}, false // "None", "" or not IPv4
 	}
 	return ip, true
+}
+
+// IgnoredSlice reports whether proxies ignore an EndpointSlice: kube-proxy's EndpointSlice
+// informer filters out those labelled service.kubernetes.io/headless.
+func IgnoredSlice(s *discoveryv1.EndpointSlice) bool {
+	_, ok := s.Labels[LabelHeadless]
+	return ok
 }
 
 func protocolOf(p corev1.Protocol) Protocol {

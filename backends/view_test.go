@@ -104,8 +104,10 @@ func TestBuildStateServices(t *testing.T) {
 		}), func(t *testing.T, sps []*ServicePort) { assert.Empty(t, sps) }},
 		{"headless skipped", mod(func(s *corev1.Service) { s.Spec.ClusterIP = "None" }),
 			func(t *testing.T, sps []*ServicePort) { assert.Empty(t, sps) }},
-		{"headless label skipped", mod(func(s *corev1.Service) { s.Labels[LabelHeadless] = "" }),
-			func(t *testing.T, sps []*ServicePort) { assert.Empty(t, sps) }},
+		// kube-proxy filters the headless label on EndpointSlices, not on Services (v1.37's
+		// informers; the e2e "should implement service.kubernetes.io/headless" labels a slice).
+		{"headless label on the Service: still proxied", mod(func(s *corev1.Service) { s.Labels[LabelHeadless] = "" }),
+			func(t *testing.T, sps []*ServicePort) { assert.Len(t, sps, 1) }},
 		{"service-proxy-name label skipped", mod(func(s *corev1.Service) { s.Labels[LabelServiceProxyName] = "other" }),
 			func(t *testing.T, sps []*ServicePort) { assert.Empty(t, sps) }},
 		{"affinity default timeout", mod(func(s *corev1.Service) { s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP }),
@@ -202,6 +204,16 @@ func TestBuildStateEndpoints(t *testing.T) {
 				}(),
 			},
 			port: "http", want: nil},
+		{name: "slice labelled headless ignored",
+			slices: []*discoveryv1.EndpointSlice{
+				slice("nginx-service", "a", tcpPort("http", 8080), ep{ip: "10.0.0.1"}),
+				func() *discoveryv1.EndpointSlice {
+					s := slice("nginx-service", "b", tcpPort("http", 8080), ep{ip: "10.0.0.2"})
+					s.Labels[LabelHeadless] = ""
+					return s
+				}(),
+			},
+			port: "http", want: []got{{"10.0.0.1", 8080, true, true, false, false}}},
 		{name: "placeholder slice gives no endpoints",
 			slices: []*discoveryv1.EndpointSlice{slice("nginx-service", "a", nil)}, port: "http", want: nil},
 	}

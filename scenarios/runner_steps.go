@@ -198,8 +198,8 @@ func (r *backendRun) resolveTarget(t Target) (netip.AddrPort, *backends.ServiceP
 		}
 	}
 	if sp == nil {
-		// A Service the proxy ignores (labelled service.kubernetes.io/headless or
-		// service-proxy-name) still has a ClusterIP to probe: the probe shows that nothing
+		// A Service the proxy ignores (labelled service.kubernetes.io/service-proxy-name)
+		// still has a ClusterIP to probe: the probe shows that nothing
 		// handles it.
 		if ap, ok := r.unproxiedClusterIP(ns, name, t); ok {
 			return ap, nil, nil

@@ -56,7 +56,7 @@ func (v *viewCache) setSlice(sl *discoveryv1.EndpointSlice, deleted bool) {
 		delete(v.sliceOwner, key)
 		v.dirty[old] = true
 	}
-	if deleted {
+	if deleted || backends.IgnoredSlice(sl) { // a slice labelled out of view is as gone
 		return
 	}
 	owner := sl.Namespace + "/" + sl.Labels[discoveryv1.LabelServiceName]

@@ -54,6 +54,17 @@ func TestViewCacheMatchesBuildState(t *testing.T) {
 			services[s.Name] = s
 			vc.setService(s, false)
 		}},
+		{"label a slice headless (out of view)", func() {
+			sl := synth.Slice(1, 2, synth.Template{}, pods)
+			sl.Labels[backends.LabelHeadless] = ""
+			slices[sl.Name] = sl
+			vc.setSlice(sl, false)
+		}},
+		{"and back", func() {
+			sl := synth.Slice(1, 3, synth.Template{}, pods)
+			slices[sl.Name] = sl
+			vc.setSlice(sl, false)
+		}},
 		{"delete a slice", func() {
 			sl := slices[synth.Name(0)+"-synth"]
 			delete(slices, sl.Name)

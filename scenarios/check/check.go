@@ -140,8 +140,6 @@ func noProxyReason(svc *corev1.Service) string {
 		return "type ExternalName"
 	case svc.Spec.ClusterIP == corev1.ClusterIPNone:
 		return "headless (clusterIP: None)"
-	case hasLabel(svc, "service.kubernetes.io/headless"):
-		return "label service.kubernetes.io/headless"
 	case hasLabel(svc, "service.kubernetes.io/service-proxy-name"):
 		return "label service.kubernetes.io/service-proxy-name (another proxy's service)"
 	}

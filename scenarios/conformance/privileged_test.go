@@ -69,6 +69,8 @@ var mutations = map[string]map[string]mutation{
 	"basic-endpoints":     {"one-endpoint": {expectation: scenarios.ExpectDropped}, "remaining-endpoint": {expectation: scenarios.ExpectDropped}},
 	"multiport-endpoints": {"port-1-one-endpoint": {expectation: scenarios.ExpectDropped}, "port-2-one-endpoint": {expectation: scenarios.ExpectDropped}},
 	"udp-server-cycles":   {"clusterip-backend-a": {expectation: scenarios.ExpectDropped}, "nodeport-backend-a": {expectation: scenarios.ExpectDropped}},
+	// one endpoint: "same backend" holds as well as "all endpoints".
+	"headless-label": {"custom-slice-reachable": {expectation: scenarios.ExpectRefused}},
 	"external-traffic-policy-local": {
 		"via-node-with-endpoint-keeps-source-ip": {node: "node-0"},
 		// the health checks swap nodes: 200 becomes 503 and 503 becomes 200.
