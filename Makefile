@@ -27,7 +27,7 @@ build:
 
 ## test: vet, staticcheck and every test (privileged ones skip unless root), then the
 ## IPVS tests inside the microVM (this kernel has no IPVS). Builds the upstream reference
-## binaries first (make upstream: ~6 min cold, seconds warm) so that the tests against
+## binaries first (make upstream: 6-14 min cold, seconds warm) so that the tests against
 ## kube-proxy itself run too.
 test: deps build lint upstream
 	$(GO) test $(TEST_FLAGS) ./...

@@ -211,7 +211,7 @@ func (r *backendRun) recordControlPlaneEnd() {
 	if err != nil {
 		return
 	}
-	services := strconv.Itoa(len(r.tb.Cluster.Services()))
+	services := strconv.Itoa(r.tb.Cluster.Len(cluster.KindService))
 	for component, v := range map[string]uint64{"etcd": u.Etcd, "kube-apiserver": u.APIServer} {
 		r.res.Add(r.backend, reports.Measurement{Name: MeasureControlPlaneMemory, Unit: reports.UnitBytes, Samples: []float64{float64(v)},
 			Params: map[string]string{"component": component, "when": "end", "services": services}})

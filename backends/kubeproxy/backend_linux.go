@@ -258,8 +258,9 @@ func syncStart(prev Samples, prevAt time.Time, cur Samples, est float64) float64
 //   - either a sync ended after the publication, started after the last change was
 //     queued (see syncStart), and kube-proxy received changes since the previous Sync
 //     (it saw and programmed this one), or Settle has passed since the
-//     publication without a change queued after the last sync (kube-proxy ignored the
-//     change: nothing it programs changed).
+//     publication without a change queued after the last sync started (kube-proxy
+//     ignored the change: nothing it programs changed), or, 3 x Settle after it, without
+//     a change queued after the last sync ended (the start estimate can lag).
 //
 // Scrapes must agree for quietPeriod, so a change still on its way through the watch is
 // not taken for programmed.

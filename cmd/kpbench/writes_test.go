@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -49,34 +50,28 @@ func TestWritesStayInOutAndCache(t *testing.T) {
 	require.NoError(t, c.cmd.Wait(), "kpbench run:\n%s", c.out.String())
 	require.FileExists(t, filepath.Join(out, "results.json"))
 
-	if d := os.Getenv("KPBENCH_TEST_KEEP_TRACE"); d != "" {
-		b, _ := os.ReadFile(trace)
-		_ = os.WriteFile(d, b, 0o644)
-	}
-	f, err := os.Open(trace)
-	require.NoError(t, err)
-	defer f.Close()
-	writes, err := writesInTrace(f, cwd)
-	require.NoError(t, err)
 	traced, err := os.ReadFile(trace)
+	require.NoError(t, err)
+	writes, err := writesInTrace(bytes.NewReader(traced), cwd)
 	require.NoError(t, err)
 	allowed := writeAllowList(out)
 	var outside []string
 	seen := map[string]int{}
+	// The trace must show kpbench's own writes (report, lab record, lab sysctls) and the
+	// tools it ran: then strace followed them all.
+	evidence := []string{out, lab.DefaultRegistryDir, "/proc/sys/net"}
 	for _, w := range writes {
 		if !allowedWrite(w.Path, allowed) {
 			outside = append(outside, w.String())
 		}
-		for _, a := range allowed {
-			if allowedWrite(w.Path, []string{a}) {
-				seen[a]++
+		for _, place := range evidence {
+			if allowedWrite(w.Path, []string{place}) {
+				seen[place]++
 			}
 		}
 	}
-	t.Logf("%d file writes traced, by place: %v", len(writes), seen)
-	// The trace saw kpbench itself (report, lab record, lab sysctls) and the tools it ran:
-	// strace followed them all.
-	for _, place := range []string{out, lab.DefaultRegistryDir, "/proc/sys/net"} {
+	t.Logf("%d file writes traced, under %v: %v", len(writes), evidence, seen)
+	for _, place := range evidence {
 		assert.Positive(t, seen[place], "no write traced under %s: the trace missed part of the run", place)
 	}
 	for _, tool := range []string{"iptables-nft-restore", "iptables-legacy-restore", "nft"} {
@@ -100,8 +95,8 @@ func writeAllowList(out string) []string {
 	return []string{
 		out,
 		"/var/cache/kpbench",
-		lab.DefaultRegistryDir, "/run/kpbench", // lab records, per-lab agent state
-		"/run/netns", // the directory itself; its entries must be kpb-* (below)
+		"/run/kpbench", // lab records (lab.DefaultRegistryDir), per-lab agent state
+		"/run/netns",   // the directory itself; its entries must be kpb-* (below)
 		"/run/netns/kpb*",
 		"/run/xtables.lock", // iptables's own lock, shared with kube-proxy
 		"/proc/sys/net",     // sysctls of lab namespaces (root's are compared)

@@ -207,6 +207,13 @@ func (c *Cluster) ResourceVersion() uint64 {
 	return c.cnt.rv
 }
 
+// Len returns the number of stored objects of kind.
+func (c *Cluster) Len(kind Kind) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.objs[kind])
+}
+
 // list returns deep copies of the objects of kind, sorted by namespace and name.
 func list[T object](c *Cluster, kind Kind) []T {
 	c.mu.Lock()

@@ -49,6 +49,8 @@ func TestWatchSnapshotThenChanges(t *testing.T) {
 		{Added, KindPod, "p"}, {Added, KindService, "web"}, {Added, KindEndpointSlice, "slice-of-web"}, {Synced, "", ""},
 	}, summarize(snap))
 	assert.Equal(t, c.ResourceVersion(), snap[3].ResourceVersion)
+	assert.Equal(t, 1, c.Len(KindService))
+	assert.Equal(t, 1, c.Len(KindEndpointSlice))
 
 	runPods(t, c)
 	require.NoError(t, c.Delete(t.Context(), KindService, "default", "web"))
@@ -57,6 +59,7 @@ func TestWatchSnapshotThenChanges(t *testing.T) {
 		{Modified, KindPod, "p"}, {Modified, KindEndpointSlice, "slice-of-web"},
 		{Deleted, KindService, "web"}, {Deleted, KindEndpointSlice, "slice-of-web"},
 	}, summarize(evs))
+	assert.Zero(t, c.Len(KindService))
 	last := snap[3].ResourceVersion
 	for _, e := range evs {
 		assert.Equal(t, last+1, e.ResourceVersion, "versions increase by one per change")

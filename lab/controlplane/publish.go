@@ -12,8 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -109,13 +111,6 @@ func (p *Publisher) WaitPublished(ctx context.Context, rv uint64) error {
 func (p *Publisher) Stop() {
 	p.cancel()
 	<-p.done
-}
-
-// Err returns the publisher's failure, if any.
-func (p *Publisher) Err() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err
 }
 
 func (p *Publisher) advance(rv uint64, err error) {
@@ -231,7 +226,6 @@ func (p *Publisher) applyRound(ctx context.Context, order []objectKey, last map[
 
 // apply writes (or deletes) one object in the API server.
 func (p *Publisher) apply(ctx context.Context, ev cluster.Event) error {
-	what := fmt.Sprintf("publish %s %s/%s", ev.Kind, ev.Namespace, ev.Name)
 	var err error
 	switch ev.Kind {
 	case cluster.KindService:
@@ -241,13 +235,14 @@ func (p *Publisher) apply(ctx context.Context, ev cluster.Event) error {
 			break
 		}
 		svc := ev.Object.(*corev1.Service)
-		if err = patchApply(ctx, "v1", "Service", svc, func(data []byte, sub ...string) error {
-			_, err := svcs.Patch(ctx, ev.Name, types.ApplyPatchType, data, applyOptions(), sub...)
+		if err = patchApply(ctx, "v1", "Service", svc, func(data []byte) error {
+			_, err := svcs.Patch(ctx, ev.Name, types.ApplyPatchType, data, applyOptions())
 			return err
 		}); err == nil && len(svc.Status.LoadBalancer.Ingress) > 0 {
-			// The load-balancer IPs kube-proxy programs are status, a subresource of its own.
+			// The load-balancer IPs kube-proxy programs are status, a subresource of its
+			// own: the API server ignores status in the main resource's apply.
 			err = patchApply(ctx, "v1", "Service", &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: svc.Name, Namespace: svc.Namespace}, Status: svc.Status},
-				func(data []byte, _ ...string) error {
+				func(data []byte) error {
 					_, err := svcs.Patch(ctx, ev.Name, types.ApplyPatchType, data, applyOptions(), "status")
 					return err
 				})
@@ -258,8 +253,8 @@ func (p *Publisher) apply(ctx context.Context, ev cluster.Event) error {
 			err = slices.Delete(ctx, ev.Name, metav1.DeleteOptions{})
 			break
 		}
-		err = patchApply(ctx, "discovery.k8s.io/v1", "EndpointSlice", ev.Object.(*discoveryv1.EndpointSlice), func(data []byte, sub ...string) error {
-			_, err := slices.Patch(ctx, ev.Name, types.ApplyPatchType, data, applyOptions(), sub...)
+		err = patchApply(ctx, "discovery.k8s.io/v1", "EndpointSlice", ev.Object.(*discoveryv1.EndpointSlice), func(data []byte) error {
+			_, err := slices.Patch(ctx, ev.Name, types.ApplyPatchType, data, applyOptions())
 			return err
 		})
 	}
@@ -267,7 +262,7 @@ func (p *Publisher) apply(ctx context.Context, ev cluster.Event) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("%s (version %d): %w", what, ev.ResourceVersion, err)
+		return fmt.Errorf("publish %s %s/%s (version %d): %w", ev.Kind, ev.Namespace, ev.Name, ev.ResourceVersion, err)
 	}
 	return nil
 }
@@ -275,7 +270,7 @@ func (p *Publisher) apply(ctx context.Context, ev cluster.Event) error {
 // applyNamespace creates a namespace the store's objects live in.
 func (p *Publisher) applyNamespace(ctx context.Context, name string) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	err := patchApply(ctx, "v1", "Namespace", ns, func(data []byte, _ ...string) error {
+	err := patchApply(ctx, "v1", "Namespace", ns, func(data []byte) error {
 		_, err := p.client.CoreV1().Namespaces().Patch(ctx, name, types.ApplyPatchType, data, applyOptions())
 		return err
 	})
@@ -297,7 +292,7 @@ func (p *Publisher) applyNode(ctx context.Context, h lab.Host) error {
 		node.Spec = corev1.NodeSpec{PodCIDR: h.PodCIDR.String(), PodCIDRs: []string{h.PodCIDR.String()}}
 	}
 	nodes := p.client.CoreV1().Nodes()
-	err := patchApply(ctx, "v1", "Node", node, func(data []byte, _ ...string) error {
+	err := patchApply(ctx, "v1", "Node", node, func(data []byte) error {
 		_, err := nodes.Patch(ctx, h.Name, types.ApplyPatchType, data, applyOptions())
 		return err
 	})
@@ -306,7 +301,7 @@ func (p *Publisher) applyNode(ctx context.Context, h lab.Host) error {
 			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: h.IP.String()}, {Type: corev1.NodeHostName, Address: h.Name}},
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KpbenchLab", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
 		}}
-		err = patchApply(ctx, "v1", "Node", status, func(data []byte, _ ...string) error {
+		err = patchApply(ctx, "v1", "Node", status, func(data []byte) error {
 			_, err := nodes.Patch(ctx, h.Name, types.ApplyPatchType, data, applyOptions(), "status")
 			return err
 		})
@@ -322,28 +317,26 @@ func applyOptions() metav1.PatchOptions {
 	return metav1.PatchOptions{FieldManager: FieldManager, Force: &force}
 }
 
-// patchApply encodes o as a server-side-apply body (apiVersion and kind set, the store's
-// own bookkeeping dropped: resource version, uid, timestamps, managed fields) and hands it
-// to patch.
-func patchApply(ctx context.Context, apiVersion, kind string, o runtime.Object, patch func(data []byte, subresource ...string) error) error {
+// patchApply encodes o as a server-side-apply body, apiVersion and kind set and the
+// store's own bookkeeping cleared (resource version, uid, creation time, generation,
+// managed fields), and hands it to patch. It modifies o: the publisher's objects are its
+// own copies (cluster.Event) or built for the call.
+func patchApply(ctx context.Context, apiVersion, kind string, o runtime.Object, patch func(data []byte) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	data, err := json.Marshal(o)
+	m, err := meta.Accessor(o)
 	if err != nil {
 		return err
 	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		return err
-	}
-	m["apiVersion"], m["kind"] = apiVersion, kind
-	if meta, ok := m["metadata"].(map[string]any); ok {
-		for _, f := range []string{"resourceVersion", "uid", "creationTimestamp", "managedFields", "generation", "selfLink"} {
-			delete(meta, f)
-		}
-	}
-	if data, err = json.Marshal(m); err != nil {
+	m.SetResourceVersion("")
+	m.SetUID("")
+	m.SetCreationTimestamp(metav1.Time{})
+	m.SetGeneration(0)
+	m.SetManagedFields(nil)
+	o.GetObjectKind().SetGroupVersionKind(schema.FromAPIVersionAndKind(apiVersion, kind))
+	data, err := json.Marshal(o)
+	if err != nil {
 		return err
 	}
 	return patch(data)

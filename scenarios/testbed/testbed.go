@@ -70,7 +70,6 @@ type Testbed struct {
 	wg        sync.WaitGroup
 	kubelet   *kubelet
 	publisher *controlplane.Publisher
-	backends  []backends.Backend
 }
 
 // Start builds the lab, the control plane and the agents, and waits for the first sync
@@ -166,7 +165,6 @@ func Start(ctx context.Context, o Options) (_ *Testbed, err error) {
 		if err != nil {
 			return tb, fmt.Errorf("node %s: %w", n.Name, err)
 		}
-		tb.backends = append(tb.backends, be)
 		ag := agent.New(agent.Config{
 			Node:    backends.NodeView{Name: n.Name, IPs: []netip.Addr{n.IP}, Zone: n.Zone},
 			View:    o.View,
@@ -278,8 +276,8 @@ func (tb *Testbed) Stop(ctx context.Context) error {
 	}
 	// Upstream kube-proxy first, then the publisher, then the API server and etcd (the
 	// other order makes the API server hang).
-	for _, be := range tb.backends {
-		errs = append(errs, all.Close(ctx, be))
+	for _, ag := range tb.Agents {
+		errs = append(errs, all.Close(ctx, ag.Backend()))
 	}
 	if tb.publisher != nil {
 		tb.publisher.Stop()
