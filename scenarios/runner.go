@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -122,7 +121,7 @@ func (r *backendRun) logf(format string, args ...any) {
 }
 
 func (r *backendRun) run(ctx context.Context) (err error) {
-	opts, err := r.testbedOptions()
+	opts, err := r.sc.TestbedOptions(r.backend, "run"+randomHex(5))
 	if err != nil {
 		return err
 	}
@@ -249,57 +248,6 @@ func objects(objs []manifest.Object) []runtime.Object {
 		out[i] = o.Object
 	}
 	return out
-}
-
-func (r *backendRun) testbedOptions() (testbed.Options, error) {
-	t := r.sc.Topology
-	pc := r.sc.ProxyConfig
-	o := testbed.Options{Backend: r.backend, ProbePods: true}
-	o.Lab.Name = "run" + randomHex(5)
-	o.Lab.Nodes = t.Nodes
-	if t.Clients != nil {
-		o.Lab.Clients = *t.Clients
-	}
-	var err error
-	parse := func(s string, into *netip.Prefix) {
-		if s != "" && err == nil {
-			*into, err = netip.ParsePrefix(s)
-		}
-	}
-	parse(t.NodeCIDR, &o.Lab.NodeCIDR)
-	parse(t.PodCIDR, &o.Lab.PodCIDR)
-	parse(t.ServiceCIDR, &o.ServiceCIDR)
-	parse(t.LoadBalancerPool, &o.LoadBalancerPool)
-	parse(pc.ClusterCIDR, &o.View.ClusterCIDR)
-	if err != nil {
-		return o, err
-	}
-	if t.NodePortRange != "" {
-		pr, err := manifest.ParsePortRange(t.NodePortRange)
-		if err != nil {
-			return o, err
-		}
-		o.NodePortMin, o.NodePortMax = int32(pr.Min), int32(pr.Max)
-	}
-	o.View.MasqueradeAll = pc.IPTables.MasqueradeAll
-	if pc.IPTables.MasqueradeBit != nil {
-		o.Settings.MasqueradeBit = int(*pc.IPTables.MasqueradeBit)
-	}
-	o.Settings.Scheduler = pc.IPVS.Scheduler
-	minSync, sync := pc.IPTables.MinSyncPeriod, pc.IPTables.SyncPeriod
-	switch r.backend {
-	case "nftables":
-		minSync, sync = pc.NFTables.MinSyncPeriod, pc.NFTables.SyncPeriod
-	case "ipvs":
-		minSync, sync = pc.IPVS.MinSyncPeriod, pc.IPVS.SyncPeriod
-	}
-	if minSync != nil {
-		o.MinSyncPeriod = minSync.Duration
-	}
-	if sync != nil {
-		o.SyncPeriod = sync.Duration
-	}
-	return o, nil
 }
 
 func randomHex(n int) string {

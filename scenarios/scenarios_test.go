@@ -186,6 +186,8 @@ func TestScenarioErrors(t *testing.T) {
 		{"duplicate objects", strings.Replace(scenario(), "- inline:", "- file: nginx-nodeport.yaml\n- inline:", 1), "", "manifests[1]", "Duplicate value", 7},
 		{"proxy file and inline", scenario() + "proxy: {proxyConfigFile: seed-proxy.yaml, mode: ipvs}\n", "", "proxy", "not both", 14},
 		{"proxy inline strict", scenario() + "proxy: {scheduler: rr}\n", "", "proxy.scheduler", "unknown field", 14},
+		{"backendOptions strict", scenario() + "backendOptions:\n  iptables: {wholeTablecache: true}\n", "", "backendOptions.iptables.wholeTablecache", "unknown field", 15},
+		{"backendOptions wrong type", scenario() + "backendOptions:\n  iptables: {wholeTableCache: yes please}\n", "", "backendOptions.iptables.wholeTableCache", "", 15},
 		{"proxy inline bad mode", scenario() + "proxy:\n  mode: userspace\n", "", "proxy.mode", "Unsupported value", 15},
 		{"proxy file missing", scenario() + "proxy: {proxyConfigFile: nope.yaml}\n", "", "proxy.proxyConfigFile", "no such file", 14},
 		{"scale unknown deployment", scenario("- scale: {deployment: web, replicas: 1}"), "", "steps[0].scale.deployment", "no Deployment default/web", 13},

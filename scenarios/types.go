@@ -53,6 +53,9 @@ type Scenario struct {
 	Topology Topology `json:"topology"`
 	// Proxy configures the proxy agent on every node (nil: kube-proxy's defaults).
 	Proxy *ProxySpec `json:"proxy,omitempty"`
+	// BackendOptions are kpbench's own backend knobs, beyond what KubeProxyConfiguration
+	// says (nil: none). Results label every measurement taken with one on.
+	BackendOptions *BackendOptions `json:"backendOptions,omitempty"`
 	// Manifests are the objects that exist before the first step (applied in order).
 	Manifests []ManifestRef `json:"manifests,omitempty"`
 	// Steps run in order after the lab is up and the manifests are applied.
@@ -115,6 +118,21 @@ type ProxySpec struct {
 	ProxyConfigFile string `json:"proxyConfigFile,omitempty"`
 	// ProxyConfig holds the inline fields.
 	ProxyConfig `json:",inline"`
+}
+
+// BackendOptions are options of our backends that kube-proxy does not have.
+type BackendOptions struct {
+	// IPTables configures the iptables backend (nft flavour).
+	IPTables IPTablesBackendOptions `json:"iptables,omitempty"`
+}
+
+// IPTablesBackendOptions configures the iptables backend.
+type IPTablesBackendOptions struct {
+	// WholeTableCache starts large iptables-nft restores with a chainless `-S`, so that
+	// iptables-nft 1.8.9 caches the whole table instead of building the per-chain request
+	// list that makes --noflush restores quadratic in the number of chains. Same rules,
+	// different cost; kube-proxy does not do it. The iptables (nft) backend only.
+	WholeTableCache bool `json:"wholeTableCache,omitempty"`
 }
 
 // ManifestRef is a source of Kubernetes objects: a file (any number of documents) or one

@@ -48,6 +48,9 @@ type Settings struct {
 	MasqueradeBit int
 	// Scheduler for IPVS ("" = rr).
 	Scheduler string
+	// IPTablesWholeTableCache turns on iptables.Options.WholeTableCache for the iptables
+	// (nft) backend.
+	IPTablesWholeTableCache bool
 	// MinSyncPeriod, SyncPeriod, ClusterCIDR and MasqueradeAll configure upstream
 	// kube-proxy (the kube-proxy-* backends), which runs its own sync loop; our backends
 	// take them through the agent and the view instead.
@@ -118,7 +121,7 @@ func lockFile(n Node) string { return filepath.Join(n.StateDir, "xtables-"+n.Nam
 func registry() map[string]factory {
 	return map[string]factory{
 		"iptables": func(n Node, s Settings) (backends.Backend, error) {
-			return iptables.New(iptables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Flavor: iptables.FlavorNFT, LockFile: lockFile(n), MasqueradeBit: s.MasqueradeBit}), nil
+			return iptables.New(iptables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Flavor: iptables.FlavorNFT, LockFile: lockFile(n), MasqueradeBit: s.MasqueradeBit, WholeTableCache: s.IPTablesWholeTableCache}), nil
 		},
 		"iptables-legacy": func(n Node, s Settings) (backends.Backend, error) {
 			return iptables.New(iptables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Flavor: iptables.FlavorLegacy, LockFile: lockFile(n), MasqueradeBit: s.MasqueradeBit}), nil

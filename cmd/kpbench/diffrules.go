@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +19,6 @@ import (
 	"kpbench.dev/kpbench/backends/all"
 	"kpbench.dev/kpbench/backends/kubeproxy"
 	"kpbench.dev/kpbench/lab"
-	"kpbench.dev/kpbench/lab/manifest"
 	"kpbench.dev/kpbench/lab/netns"
 	"kpbench.dev/kpbench/scenarios"
 	"kpbench.dev/kpbench/scenarios/testbed"
@@ -209,56 +207,17 @@ func dumpRules(ctx context.Context, sc *scenarios.Scenario, backend string, objs
 	return d, nil
 }
 
-// diffTestbedOptions builds the testbed of a scenario as `kpbench run` does: topology,
-// CIDRs, node port range and proxy configuration.
+// diffTestbedOptions builds the testbed of a scenario as `kpbench run` does, except that
+// our backends sync as soon as changes arrive; kube-proxy keeps the scenario's periods.
 func diffTestbedOptions(sc *scenarios.Scenario, backend string) (testbed.Options, error) {
-	t, pc := sc.Topology, sc.ProxyConfig
-	o := testbed.Options{Backend: backend, ProbePods: true}
 	var rnd [3]byte
 	_, _ = rand.Read(rnd[:])
-	o.Lab.Name = "diff" + hex.EncodeToString(rnd[:])
-	o.Lab.Nodes = t.Nodes
-	if t.Clients != nil {
-		o.Lab.Clients = *t.Clients
-	}
-	var err error
-	parse := func(s string, into *netip.Prefix) {
-		if s != "" && err == nil {
-			*into, err = netip.ParsePrefix(s)
-		}
-	}
-	parse(t.NodeCIDR, &o.Lab.NodeCIDR)
-	parse(t.PodCIDR, &o.Lab.PodCIDR)
-	parse(t.ServiceCIDR, &o.ServiceCIDR)
-	parse(t.LoadBalancerPool, &o.LoadBalancerPool)
-	parse(pc.ClusterCIDR, &o.View.ClusterCIDR)
+	o, err := sc.TestbedOptions(backend, "diff"+hex.EncodeToString(rnd[:]))
 	if err != nil {
 		return o, err
 	}
-	if t.NodePortRange != "" {
-		pr, err := manifest.ParsePortRange(t.NodePortRange)
-		if err != nil {
-			return o, err
-		}
-		o.NodePortMin, o.NodePortMax = int32(pr.Min), int32(pr.Max)
-	}
-	o.View.MasqueradeAll = pc.IPTables.MasqueradeAll
-	if pc.IPTables.MasqueradeBit != nil {
-		o.Settings.MasqueradeBit = int(*pc.IPTables.MasqueradeBit)
-	}
-	o.Settings.Scheduler = pc.IPVS.Scheduler
-	// The bench syncs as soon as changes arrive; kube-proxy gets kube-proxy's periods.
-	if all.NeedsAPIServer(backend) {
-		minSync, sync := pc.IPTables.MinSyncPeriod, pc.IPTables.SyncPeriod
-		if strings.HasSuffix(backend, "nftables") {
-			minSync, sync = pc.NFTables.MinSyncPeriod, pc.NFTables.SyncPeriod
-		}
-		if minSync != nil {
-			o.MinSyncPeriod = minSync.Duration
-		}
-		if sync != nil {
-			o.SyncPeriod = sync.Duration
-		}
+	if !all.NeedsAPIServer(backend) {
+		o.MinSyncPeriod, o.SyncPeriod = 0, 0
 	}
 	return o, nil
 }

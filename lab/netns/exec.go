@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os/exec"
 	"syscall"
 	"time"
@@ -21,6 +22,9 @@ type Command struct {
 	Stdin []byte
 	// Env is added to the process environment (KEY=VALUE), e.g. XTABLES_LOCKFILE.
 	Env []string
+	// DiscardStdout drops what the program prints on standard output instead of keeping
+	// it in Result.Stdout (for listings nobody reads, such as iptables' cache hint).
+	DiscardStdout bool
 }
 
 // String renders the command line, for error messages.
@@ -62,6 +66,9 @@ func execHere(ctx context.Context, cmd Command) (Result, error) {
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
+	if cmd.DiscardStdout {
+		c.Stdout = io.Discard
+	}
 	if cmd.Stdin != nil {
 		c.Stdin = bytes.NewReader(cmd.Stdin)
 	}
