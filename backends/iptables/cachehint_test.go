@@ -14,7 +14,6 @@ import (
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/lab/netns"
-
 )
 
 func TestWithCacheHint(t *testing.T) {
@@ -89,7 +88,6 @@ func TestSyncCacheHint(t *testing.T) {
 		})
 	}
 }
-
 
 // TestPrivilegedCacheHintSameRules programs the same states into two namespaces, one with
 // the hint on every restore, and compares what the kernel holds: the hint may change the
