@@ -3,6 +3,7 @@ package reports
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -73,6 +74,9 @@ type Comparison struct {
 	Options CompareOptions
 	// Deltas has one entry per metric, in OLD's order, then metrics only NEW has.
 	Deltas []Delta
+	// Notes are warnings that do not change the verdict, such as a backend whose run
+	// labels (its options) differ between the runs.
+	Notes []string
 }
 
 // Compare matches every metric of old with new (by measurement name, backend and params),
@@ -134,7 +138,30 @@ func Compare(oldRun, newRun *Results, opts CompareOptions) *Comparison {
 		ns := e.m.Summary
 		c.Deltas = append(c.Deltas, Delta{Metric: e.name, Unit: e.m.Unit, New: &ns, P: math.NaN(), Verdict: VerdictNew})
 	}
+	c.Notes = labelNotes(oldRun, newRun)
 	return c
+}
+
+// labelNotes names the backends run in both whose run labels differ: their metrics are
+// compared all the same, but the difference may be the options, not the code.
+func labelNotes(oldRun, newRun *Results) []string {
+	labels := func(r *Results) map[string]map[string]string {
+		m := map[string]map[string]string{}
+		for _, run := range r.Runs {
+			m[run.Backend] = run.Labels
+		}
+		return m
+	}
+	oldL, newL := labels(oldRun), labels(newRun)
+	var notes []string
+	for _, run := range oldRun.Runs {
+		nl, ok := newL[run.Backend]
+		if !ok || maps.Equal(oldL[run.Backend], nl) {
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("%s ran with different labels: old {%s}, new {%s}", run.Backend, paramString(oldL[run.Backend], ", "), paramString(nl, ", ")))
+	}
+	return notes
 }
 
 // judge fills Change, P and Verdict of a metric both runs have.
@@ -262,6 +289,9 @@ func (c *Comparison) Write(w io.Writer) error {
 		if counts[v] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[v], v))
 		}
+	}
+	for _, n := range c.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	verdict := "PASS"
 	if c.Err() != nil {

@@ -3,6 +3,7 @@ package reports
 import (
 	"bytes"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -145,4 +146,21 @@ func TestParseThreshold(t *testing.T) {
 		})
 	}
 	assert.Equal(t, "10%", FormatThreshold(0.10))
+}
+
+func TestCompareNotesDifferentRunLabels(t *testing.T) {
+	samples := around(1, 10, 1, 0.01)
+	plain := oneMetric(MeasureSync, UnitSeconds, samples)
+	hinted := oneMetric(MeasureSync, UnitSeconds, samples)
+	hinted.Label("iptables", "iptables-cache", "whole-table")
+
+	c := Compare(plain, hinted, CompareOptions{Threshold: 0.1})
+	require.Len(t, c.Notes, 1)
+	assert.Equal(t, "iptables ran with different labels: old {}, new {iptables-cache=whole-table}", c.Notes[0])
+	require.NoError(t, c.Err(), "a note does not fail the gate")
+	var out strings.Builder
+	require.NoError(t, c.Write(&out))
+	assert.Contains(t, out.String(), "note: iptables ran with different labels")
+
+	assert.Empty(t, Compare(hinted, hinted, CompareOptions{Threshold: 0.1}).Notes)
 }

@@ -117,6 +117,11 @@ func WriteHTML(w io.Writer, r *Results) error {
 		d.Duration = r.Finished.Sub(r.Started).Round(time.Second).String()
 	}
 	d.Env = envRows(r.Environment)
+	for _, run := range r.Runs {
+		if len(run.Labels) > 0 {
+			d.Env = append(d.Env, [2]string{"labels of " + run.Backend, paramString(run.Labels, ", ")})
+		}
+	}
 	for _, row := range comparisonRows(r) {
 		hr := htmlRow{Name: row.Name, Params: row.Params, Ratio: row.ratioText()}
 		for _, b := range d.Backends {

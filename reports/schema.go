@@ -240,6 +240,32 @@ func (r *Results) Add(backend string, m Measurement) {
 	r.Runs = append(r.Runs, Run{Backend: backend, Measurements: []Measurement{m}})
 }
 
+// Label sets a label of the run of backend (creating the run): a fact about how the
+// backend ran that holds for all its measurements, such as a non-default option.
+func (r *Results) Label(backend, key, value string) {
+	for i := range r.Runs {
+		if r.Runs[i].Backend == backend {
+			if r.Runs[i].Labels == nil {
+				r.Runs[i].Labels = map[string]string{}
+			}
+			r.Runs[i].Labels[key] = value
+			return
+		}
+	}
+	r.Runs = append(r.Runs, Run{Backend: backend, Labels: map[string]string{key: value}})
+}
+
+// RunLabels returns "backend: k=v, k=v" for every run that has labels, in run order.
+func (r *Results) RunLabels() []string {
+	var out []string
+	for _, run := range r.Runs {
+		if len(run.Labels) > 0 {
+			out = append(out, run.Backend+": "+paramString(run.Labels, ", "))
+		}
+	}
+	return out
+}
+
 // writeFile writes data to path through a temporary file and a rename, so that a reader
 // never sees half a file.
 func writeFile(path string, data []byte) (err error) {

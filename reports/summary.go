@@ -13,6 +13,9 @@ func Summary(w io.Writer, r *Results) error {
 	bs := backends(r)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "%s (%s, %s %s, %d cores)\n", cmpOr(r.Scenario, "run"), r.Environment.Accelerator, r.Environment.Kernel, r.Environment.KernelRelease, r.Environment.Cores)
+	for _, l := range r.RunLabels() {
+		fmt.Fprintf(tw, "run labels of %s\n", l)
+	}
 	rows := comparisonRows(r)
 	if len(rows) > 0 {
 		fmt.Fprintf(tw, "METRIC\tPARAMS\t%s\tRATIO\n", strings.ToUpper(strings.Join(bs, "\t")))

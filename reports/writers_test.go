@@ -342,3 +342,21 @@ func TestAdd(t *testing.T) {
 	assert.Len(t, r.Runs[0].Measurements, 2)
 	assert.InDelta(t, 2.0, r.Runs[0].Measurements[0].Summary.Mean, 1e-12)
 }
+
+func TestRunLabels(t *testing.T) {
+	r := &Results{Scenario: "s"}
+	r.Label("iptables", "iptables-cache", "whole-table")
+	r.Add("iptables", Measurement{Name: MeasureSync, Params: map[string]string{"services": "1000"}, Unit: UnitSeconds, Samples: []float64{1}})
+	r.Add("iptables-legacy", Measurement{Name: MeasureSync, Params: map[string]string{"services": "1000"}, Unit: UnitSeconds, Samples: []float64{2}})
+	require.Len(t, r.Runs, 2)
+	assert.Len(t, r.Runs[0].Measurements, 1, "Label and Add share the run")
+	assert.Equal(t, []string{"iptables: iptables-cache=whole-table"}, r.RunLabels())
+
+	var sum bytes.Buffer
+	require.NoError(t, Summary(&sum, r))
+	assert.Contains(t, sum.String(), "run labels of iptables: iptables-cache=whole-table")
+	assert.Equal(t, 1, strings.Count(sum.String(), "services=1000"), "labels do not split a metric's row")
+	var page bytes.Buffer
+	require.NoError(t, WriteHTML(&page, r))
+	assert.Contains(t, page.String(), "<th>labels of iptables</th><td>iptables-cache=whole-table</td>")
+}

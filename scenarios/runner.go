@@ -125,6 +125,9 @@ func (r *backendRun) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if opts.Settings.IPTablesWholeTableCache && r.backend == "iptables" {
+		r.res.Label(r.backend, LabelIPTablesCache, "whole-table")
+	}
 	start := time.Now()
 	r.logf("building lab: %d nodes, %d clients", opts.Lab.Nodes, opts.Lab.Clients)
 	r.tb, err = testbed.Start(ctx, opts)

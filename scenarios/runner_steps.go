@@ -387,9 +387,6 @@ func (r *backendRun) measure(ctx context.Context, m *MeasureStep) error {
 	for k, v := range r.opts.Labels {
 		labels[k] = v
 	}
-	if bo := r.sc.BackendOptions; bo != nil && bo.IPTables.WholeTableCache && r.backend == "iptables" {
-		labels[LabelIPTablesCache] = "whole-table"
-	}
 	param := func(key, def string) string {
 		if v, ok := m.Params[key]; ok {
 			return fmt.Sprint(v)

@@ -8,9 +8,9 @@ import (
 	"kpbench.dev/kpbench/scenarios/testbed"
 )
 
-// LabelIPTablesCache labels measurements of the iptables backend taken with
-// backendOptions.iptables.wholeTableCache on ("whole-table"): their restores are not
-// kube-proxy's.
+// LabelIPTablesCache is the run label of the iptables backend run with
+// backendOptions.iptables.wholeTableCache ("whole-table"): its restores are not
+// kube-proxy's, and reports and compare say so.
 const LabelIPTablesCache = "iptables-cache"
 
 // TestbedOptions builds the testbed of the scenario for backend, in a lab named labName:
