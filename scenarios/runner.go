@@ -113,7 +113,7 @@ type backendRun struct {
 	template   synth.Template
 	churnNext  int       // next service to update in an update churn
 	lastChurn  *churnRun // the last mixed churn step (runner_churn.go)
-	slab0      int64
+	mem0       int64 // kernel memory before the first step (measure.SettledKernelMemory)
 }
 
 func (r *backendRun) logf(format string, args ...any) {
@@ -138,7 +138,9 @@ func (r *backendRun) run(ctx context.Context) (err error) {
 		r.recordControlPlaneEnd()
 		err = errors.Join(err, r.writeMetrics(), r.tb.Stop(context.WithoutCancel(ctx)))
 	}()
-	r.slab0, _ = measure.Slab()
+	if r.sc.measures(reports.MeasureRules) {
+		r.mem0, _ = measure.SettledKernelMemory(ctx)
+	}
 	r.recordControlPlane()
 	var objs []runtime.Object
 	for _, m := range r.sc.Manifests {
@@ -419,4 +421,14 @@ func sortByCreation(pods []*corev1.Pod, names []string) {
 		}
 		return strings.Compare(a, b)
 	})
+}
+
+// measures reports whether a step of the scenario takes the named measurement.
+func (sc *Scenario) measures(name string) bool {
+	for _, st := range sc.Steps {
+		if st.Measure != nil && st.Measure.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -467,8 +467,8 @@ func (r *backendRun) measure(ctx context.Context, m *MeasureStep) error {
 			return err
 		}
 		out = append(out, reports.Measurement{Name: reports.MeasureRules, Params: clone(labels), Unit: reports.UnitCount, Samples: []float64{float64(n)}})
-		if s, err := measure.Slab(); err == nil && r.slab0 > 0 {
-			out = append(out, reports.Measurement{Name: "rules-memory", Params: clone(labels), Unit: reports.UnitBytes, Samples: []float64{float64(s - r.slab0)}})
+		if s, err := measure.KernelMemory(); err == nil && r.mem0 > 0 {
+			out = append(out, reports.Measurement{Name: "rules-memory", Params: clone(labels), Unit: reports.UnitBytes, Samples: []float64{float64(s - r.mem0)}})
 		}
 	case reports.MeasurePerRule:
 		mm, err := r.perRule(ctx, labels)
