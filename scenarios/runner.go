@@ -113,7 +113,7 @@ type backendRun struct {
 	template   synth.Template
 	churnNext  int       // next service to update in an update churn
 	lastChurn  *churnRun // the last mixed churn step (runner_churn.go)
-	mem0       int64 // kernel memory before the first step (measure.SettledKernelMemory)
+	mem0       int64     // kernel memory before the first step (measure.SettledKernelMemory)
 }
 
 func (r *backendRun) logf(format string, args ...any) {
