@@ -43,6 +43,7 @@ const (
 	firewallCheckChain          = "firewall-check"
 	markMasqChain               = "mark-for-masquerade"
 	masqueradingChain           = "masquerading"
+	hairpinSet                  = "hairpin-connections"
 )
 
 // Prefixes of the per-service objects, as kube-proxy names them.

@@ -164,9 +164,12 @@ func writeSetup(w *writer, cfg config, recreateBaseChains bool) {
 	}
 
 	w.rule(markMasqChain, "mark set mark or "+masqueradeMark)
-	w.rule(masqueradingChain, "mark and "+masqueradeMark+" == 0 return")
-	w.rule(masqueradingChain, "mark set mark xor "+masqueradeMark)
-	w.rule(masqueradingChain, "masquerade fully-random")
+	// Hairpin traffic (a pod reaching itself through a service) is masqueraded by its
+	// connection's addresses, as kube-proxy v1.37 does, instead of a rule per endpoint
+	// chain: most services then need no endpoint chains at all (see planService).
+	tx.Add(&knftables.Set{Name: hairpinSet, Type: "ipv4_addr . ipv4_addr . inet_proto . inet_service", Comment: knftables.PtrTo("service hairpin connections")})
+	w.rule(masqueradingChain, "mark and "+masqueradeMark+" != 0 mark set mark xor "+masqueradeMark+" masquerade fully-random")
+	w.rule(masqueradingChain, "ct status dnat ip saddr . ip daddr . meta l4proto . th dport @"+hairpinSet+" masquerade fully-random")
 
 	tx.Add(&knftables.Set{Name: clusterIPsSet, Type: "ipv4_addr", Comment: knftables.PtrTo("Active ClusterIPs")})
 	w.commentedRule(clusterIPsCheckChain, "ip daddr @"+clusterIPsSet+" reject", "Reject traffic to invalid ports of ClusterIPs")
@@ -230,6 +233,7 @@ func writeSetup(w *writer, cfg config, recreateBaseChains bool) {
 	}
 
 	tx.Flush(&knftables.Set{Name: clusterIPsSet})
+	tx.Flush(&knftables.Set{Name: hairpinSet})
 	for _, m := range []string{serviceIPsMap, firewallIPsMap, noEndpointServicesMap, noEndpointNodePortsMap, serviceNodePortsMap} {
 		tx.Flush(&knftables.Map{Name: m})
 	}
@@ -327,13 +331,17 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 		ep            backends.Endpoint
 		chain, affset string
 	}
+	// Endpoint chains exist only with session affinity (they record the client in the
+	// endpoint's affinity set); otherwise the service chain DNATs itself (kube-proxy v1.37).
 	eps := make(map[backends.Endpoint]epInfo, len(cat.All))
-	epChains := make([]*chainPlan, 0, len(cat.All))
+	var epChains []*chainPlan
 	for _, ep := range cat.All {
 		nb := endpointNameBase(sp.Name, ep)
 		info := epInfo{ep: ep, chain: endpointChainPrefix + nb, affset: affinitySetPrefix + nb}
 		eps[ep] = info
-		epChains = append(epChains, &chainPlan{name: info.chain})
+		if sp.AffinityClientIP {
+			epChains = append(epChains, &chainPlan{name: info.chain})
+		}
 	}
 
 	hasEndpoints := cat.HasAnyEndpoints
@@ -389,6 +397,12 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 
 	// Elements.
 	p.elems = append(p.elems, element{container: clusterIPsSet, isSet: true, key: sp.ClusterIP.String()})
+	for _, ep := range cat.All {
+		if ep.IsLocal {
+			ip := ep.IP.String()
+			p.elems = append(p.elems, element{container: hairpinSet, isSet: true, key: ip + " . " + ip + " . " + proto + " . " + strconv.Itoa(int(ep.Port))})
+		}
+	}
 	if hasInternal {
 		p.elems = append(p.elems, element{container: serviceIPsMap, key: svcKey(sp.ClusterIP), value: "goto " + internalChain})
 	} else {
@@ -495,11 +509,13 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 	}
 
 	toEndpoints := func(c *chainPlan, list []backends.Endpoint) {
-		if sp.AffinityClientIP {
-			for _, ep := range list {
-				info := eps[ep]
-				c.add("ip saddr @" + info.affset + " goto " + info.chain)
-			}
+		if !sp.AffinityClientIP {
+			c.add(dnatRule(proto, list))
+			return
+		}
+		for _, ep := range list {
+			info := eps[ep]
+			c.add("ip saddr @" + info.affset + " goto " + info.chain)
 		}
 		var b strings.Builder
 		b.WriteString("numgen random mod ")
@@ -523,17 +539,40 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 		toEndpoints(local, cat.Local)
 	}
 
-	for i, ep := range cat.All {
-		c := epChains[i]
-		ip := ep.IP.String()
-		// Hairpin: a pod reaching itself through the service is masqueraded.
-		c.add("ip saddr " + ip + " jump " + markMasqChain)
-		if sp.AffinityClientIP {
-			c.add("update @" + eps[ep].affset + " { ip saddr }")
-		}
+	for i, c := range epChains {
+		ep := cat.All[i]
+		c.add("update @" + eps[ep].affset + " { ip saddr }")
 		c.add("meta l4proto " + proto + " dnat to " + ep.String())
 	}
 	return p
+}
+
+// dnatRule is the rule of a service chain without affinity: one endpoint is a plain DNAT,
+// more are chosen by `numgen random` in an anonymous map of addresses (kube-proxy v1.37's
+// writeServiceToEndpointDNATs). Creating an anonymous map costs the kernel a walk of the
+// table's sets (name allocation, lookup), which is why one endpoint gets none.
+func dnatRule(proto string, list []backends.Endpoint) string {
+	if len(list) == 1 {
+		return "meta l4proto " + proto + " dnat to " + list[0].String()
+	}
+	var b strings.Builder
+	b.WriteString("meta l4proto ")
+	b.WriteString(proto)
+	b.WriteString(" dnat ip addr . port to numgen random mod ")
+	b.WriteString(strconv.Itoa(len(list)))
+	b.WriteString(" map { ")
+	for i, ep := range list {
+		if i > 0 {
+			b.WriteString(" , ")
+		}
+		b.WriteString(strconv.Itoa(i))
+		b.WriteString(" : ")
+		b.WriteString(ep.IP.String())
+		b.WriteString(" . ")
+		b.WriteString(strconv.Itoa(int(ep.Port)))
+	}
+	b.WriteString(" }")
+	return b.String()
 }
 
 // affinitySet returns the knftables set of one affinity set plan.
