@@ -8,10 +8,15 @@
 //     service-endpoints-check, nodeport-endpoints-check, cluster-ips-check and masquerading;
 //   - verdict maps service-ips, no-endpoint-services and firewall-ips keyed
 //     `ipv4_addr . inet_proto . inet_service`, service-nodeports and no-endpoint-nodeports
-//     keyed `inet_proto . inet_service`; sets cluster-ips and nodeport-ips;
-//   - per service port, chains service-/local-/external-/firewall-HASH-ns/name/proto/port,
-//     and per endpoint endpoint-HASH-ns/name/proto/port__IP/port (with affinity-... sets
-//     for sessionAffinity ClientIP). HASH is the first 8 characters of
+//     keyed `inet_proto . inet_service`; sets cluster-ips, nodeport-ips and
+//     hairpin-connections (local endpoints as `ip . ip . proto . port`, masqueraded by
+//     the masquerading chain when a pod reaches itself);
+//   - per service port, chains service-/local-/external-/firewall-HASH-ns/name/proto/port.
+//     As in kube-proxy v1.37, a service chain DNATs by itself (`dnat to` for one
+//     endpoint, `dnat ip addr . port to numgen random mod N map { ... }` for more);
+//     only with sessionAffinity ClientIP does it pick one of the per-endpoint chains
+//     endpoint-HASH-ns/name/proto/port__IP/port (`numgen random mod N vmap`), which
+//     record the client in their affinity-... sets. HASH is the first 8 characters of
 //     base32(sha256(name)), as kube-proxy's hashAndTruncate.
 //
 // Rule generation (rules.go) is pure code; Backend.Sync writes one knftables transaction
@@ -365,7 +370,7 @@ func cloneServicePort(sp *backends.ServicePort) *backends.ServicePort {
 }
 
 // fillServicesPerTransaction bounds the services whose new chains one fill transaction
-// writes. Every `numgen ... vmap { ... }` rule creates an anonymous map, and binding it
+// writes. Every `numgen ... map { ... }` or `vmap` rule creates an anonymous map, and binding it
 // makes the kernel walk the transaction's whole commit list (__nft_set_trans_bind and
 // nft_set_lookup_byid), so one transaction with A such rules costs O(A x its length):
 // measured here, 20k services took 101 s of kernel time in one transaction. Each extra
@@ -392,7 +397,7 @@ type fullSync struct {
 // name in a hash table. Nothing references a new chain until main adds the map elements
 // and rewrites the existing chains that lead to it, so the rules of new chains are
 // written by fill transactions before main (service chains first, so that their
-// anonymous vmaps are bound while the commit list is short: see
+// anonymous maps are bound while the commit list is short: see
 // fillServicesPerTransaction). main then holds the fixed part, the flush and rewrite of
 // chains that existed before (per service, service chains first, for the same reason),
 // the element refills and the removal of stale objects, and switches traffic atomically
