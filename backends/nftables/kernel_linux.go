@@ -25,14 +25,63 @@ func (k nsKernel) run(ctx context.Context, tx *knftables.Transaction) error {
 	return netns.Do(k.nsPath, func() error { return k.nft.Run(ctx, tx) })
 }
 
+// list returns the names of the table's chains or (named) sets from one netlink dump of
+// names, and asks knftables for other types. `nft list chains` and `nft list sets` build
+// nft's whole cache first, rules and anonymous sets included: 0.37 s of a 0.77 s resync
+// at 1k Services went there. A missing table lists nothing.
+//
+// Equivalent to: `nft list chains ip` / `nft list sets ip kube-proxy`, names only.
 func (k nsKernel) list(ctx context.Context, objectType string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	var out []string
 	err := netns.Do(k.nsPath, func() error {
-		var err error
-		out, err = k.nft.List(ctx, objectType)
-		return err
+		if objectType != "chains" && objectType != "sets" {
+			var err error
+			out, err = k.nft.List(ctx, objectType)
+			return err
+		}
+		conn, err := gnft.New()
+		if err != nil {
+			return err
+		}
+		if objectType == "chains" {
+			chains, err := conn.ListChainsOfTableFamily(gnft.TableFamilyIPv4)
+			if err != nil {
+				return err
+			}
+			for _, c := range chains {
+				if c.Table != nil && c.Table.Name == Table {
+					out = append(out, c.Name)
+				}
+			}
+			return nil
+		}
+		tables, err := conn.ListTablesOfFamily(gnft.TableFamilyIPv4)
+		if err != nil {
+			return err
+		}
+		for _, t := range tables {
+			if t.Name != Table {
+				continue
+			}
+			sets, err := conn.GetSets(t)
+			if err != nil {
+				return err
+			}
+			for _, s := range sets {
+				if !s.Anonymous {
+					out = append(out, s.Name)
+				}
+			}
+		}
+		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, fmt.Errorf("list nftables %s: %w", objectType, err)
+	}
+	return out, nil
 }
 
 // tableExists asks the kernel over netlink for the ip tables (a single small dump,

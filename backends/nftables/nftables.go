@@ -217,7 +217,10 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	if full {
 		var fs *fullSync
 		pending, fs = b.writeFull(w, cfg, desired, kernelChains, kernelSets)
-		before = append([]*knftables.Transaction{fs.create}, fs.fill...)
+		if fs.create != nil {
+			before = append(before, fs.create)
+		}
+		before = append(before, fs.fill...)
 	} else {
 		pending = b.writeIncremental(w, cfg, desired)
 	}
@@ -379,7 +382,7 @@ const fillServicesPerTransaction = 4000
 
 // fullSync is the transactions of a full sync, in the order they run: create and fill
 // build new, still unreferenced chains (invisible to traffic); main switches traffic to
-// the new ruleset atomically.
+// the new ruleset atomically. create is nil when there is nothing new to create.
 type fullSync struct {
 	create *knftables.Transaction
 	fill   []*knftables.Transaction
@@ -450,6 +453,12 @@ func (b *Backend) writeFull(w *writer, cfg config, desired *backends.State, kern
 		if ps.applied[name] == nil {
 			ps.pairs = append(ps.pairs, servicePair{old, nil})
 		}
+	}
+	// Nothing new (a resync of what the kernel holds): no create transaction, which
+	// would cost an nft run for the table and mark-for-masquerade alone (main ensures
+	// both).
+	if fs.create.NumOperations() == 2 && len(kernelChains) > 0 {
+		fs.create = nil
 	}
 
 	// Rules of new chains: service chains, then endpoint chains, per batch of services.
