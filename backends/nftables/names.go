@@ -16,14 +16,14 @@ const Table = "kube-proxy"
 
 // Base chains: connected to netfilter hooks, named "${type}-${hook}" as kube-proxy does.
 const (
-	filterPreroutingChain     = "filter-prerouting"
-	filterInputChain          = "filter-input"
-	filterForwardChain        = "filter-forward"
-	filterOutputChain         = "filter-output"
-	filterOutputPostDNATChain = "filter-output-post-dnat"
-	natPreroutingChain        = "nat-prerouting"
-	natOutputChain            = "nat-output"
-	natPostroutingChain       = "nat-postrouting"
+	filterPreroutingPreDNATChain = "filter-prerouting-pre-dnat"
+	filterOutputPreDNATChain     = "filter-output-pre-dnat"
+	filterInputChain             = "filter-input"
+	filterForwardChain           = "filter-forward"
+	filterOutputChain            = "filter-output"
+	natPreroutingChain           = "nat-prerouting"
+	natOutputChain               = "nat-output"
+	natPostroutingChain          = "nat-postrouting"
 )
 
 // Regular chains, sets and maps of the fixed part of the ruleset.
@@ -41,7 +41,6 @@ const (
 	clusterIPsCheckChain        = "cluster-ips-check"
 	firewallIPsMap              = "firewall-ips"
 	firewallCheckChain          = "firewall-check"
-	markMasqChain               = "mark-for-masquerade"
 	masqueradingChain           = "masquerading"
 	hairpinSet                  = "hairpin-connections"
 )

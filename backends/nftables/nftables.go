@@ -3,8 +3,9 @@
 //
 // Everything lives in one table, `ip kube-proxy`, with kube-proxy's layout and names:
 //
-//   - base chains filter-prerouting/input/forward/output, filter-output-post-dnat and
-//     nat-prerouting/output/postrouting, jumping to services, firewall-check,
+//   - base chains filter-prerouting-pre-dnat and filter-output-pre-dnat (dstnat-10),
+//     filter-input/forward/output (filter) and nat-prerouting/output/postrouting, as in
+//     kube-proxy v1.37, jumping to services, firewall-check,
 //     service-endpoints-check, nodeport-endpoints-check, cluster-ips-check and masquerading;
 //   - verdict maps service-ips, no-endpoint-services and firewall-ips keyed
 //     `ipv4_addr . inet_proto . inet_service`, service-nodeports and no-endpoint-nodeports
@@ -417,8 +418,6 @@ func (b *Backend) writeFull(w *writer, cfg config, desired *backends.State, kern
 		setInKernel[s] = true
 	}
 	fs.create.Add(&knftables.Table{Comment: knftables.PtrTo(tableComment)})
-	// Rules of new chains jump to it; main flushes and fills it.
-	fs.create.Add(&knftables.Chain{Name: markMasqChain})
 	ps := &pendingSync{full: true, applied: make(map[backends.ServicePortName]*appliedService, len(desired.Services)), elems: newElementStore()}
 	writeSetup(w, cfg, !b.baseChainsRecreated)
 
@@ -455,9 +454,8 @@ func (b *Backend) writeFull(w *writer, cfg config, desired *backends.State, kern
 		}
 	}
 	// Nothing new (a resync of what the kernel holds): no create transaction, which
-	// would cost an nft run for the table and mark-for-masquerade alone (main ensures
-	// both).
-	if fs.create.NumOperations() == 2 && len(kernelChains) > 0 {
+	// would cost an nft run for the table alone (main ensures it).
+	if fs.create.NumOperations() == 1 && len(kernelChains) > 0 {
 		fs.create = nil
 	}
 

@@ -16,8 +16,12 @@ import (
 const tableComment = "rules for kube-proxy"
 
 // masqueradeMark is kube-proxy's default masquerade mark (bit 14), written as kube-proxy
-// writes it (fmt "%#08x" of 1<<14).
-const masqueradeMark = "0x004000"
+// writes it (fmt "%#08x" of 1<<14); masqueradeRule sets it, inline where masquerading is
+// due (v1.37 has no mark-for-masquerade chain), and the masquerading chain acts on it.
+const (
+	masqueradeMark = "0x004000"
+	masqueradeRule = "mark set mark or " + masqueradeMark
+)
 
 // config is the node-wide part of the desired state. The fixed rules depend on it, so a
 // change of it makes the next sync full.
@@ -58,15 +62,16 @@ type baseChain struct {
 	priority  knftables.BaseChainPriority
 }
 
-// baseChains are kube-proxy's base chains. The filter chains run before DNAT
-// (dstnat-10) so that they see the service IP; filter-output-post-dnat runs after it.
+// baseChains are kube-proxy v1.37's base chains: the two pre-DNAT filter chains
+// (dstnat-10) see the service IP for loadBalancerSourceRanges; the others run at filter
+// priority, after DNAT, where only traffic that no service took still has a service IP.
 func baseChains() []baseChain {
 	return []baseChain{
-		{filterPreroutingChain, knftables.FilterType, knftables.PreroutingHook, knftables.DNATPriority + "-10"},
-		{filterInputChain, knftables.FilterType, knftables.InputHook, knftables.DNATPriority + "-10"},
-		{filterForwardChain, knftables.FilterType, knftables.ForwardHook, knftables.DNATPriority + "-10"},
-		{filterOutputChain, knftables.FilterType, knftables.OutputHook, knftables.DNATPriority + "-10"},
-		{filterOutputPostDNATChain, knftables.FilterType, knftables.OutputHook, knftables.DNATPriority + "+10"},
+		{filterPreroutingPreDNATChain, knftables.FilterType, knftables.PreroutingHook, knftables.DNATPriority + "-10"},
+		{filterOutputPreDNATChain, knftables.FilterType, knftables.OutputHook, knftables.DNATPriority + "-10"},
+		{filterInputChain, knftables.FilterType, knftables.InputHook, knftables.FilterPriority},
+		{filterForwardChain, knftables.FilterType, knftables.ForwardHook, knftables.FilterPriority},
+		{filterOutputChain, knftables.FilterType, knftables.OutputHook, knftables.FilterPriority},
 		{natPreroutingChain, knftables.NATType, knftables.PreroutingHook, knftables.DNATPriority},
 		{natOutputChain, knftables.NATType, knftables.OutputHook, knftables.DNATPriority},
 		{natPostroutingChain, knftables.NATType, knftables.PostroutingHook, knftables.SNATPriority},
@@ -82,13 +87,13 @@ func jumpChains() []jumpChain {
 		{serviceEndpointsCheckChain, filterInputChain, "ct state new"},
 		{serviceEndpointsCheckChain, filterForwardChain, "ct state new"},
 		{serviceEndpointsCheckChain, filterOutputChain, "ct state new"},
-		{firewallCheckChain, filterPreroutingChain, "ct state new"},
-		{firewallCheckChain, filterOutputChain, "ct state new"},
+		{firewallCheckChain, filterPreroutingPreDNATChain, "ct state new"},
+		{firewallCheckChain, filterOutputPreDNATChain, "ct state new"},
 		{servicesChain, natOutputChain, ""},
 		{servicesChain, natPreroutingChain, ""},
 		{masqueradingChain, natPostroutingChain, ""},
 		{clusterIPsCheckChain, filterForwardChain, "ct state new"},
-		{clusterIPsCheckChain, filterOutputPostDNATChain, "ct state new"},
+		{clusterIPsCheckChain, filterOutputChain, "ct state new"},
 	}
 }
 
@@ -159,11 +164,10 @@ func writeSetup(w *writer, cfg config, recreateBaseChains bool) {
 		}
 		w.rule(jc.src, r)
 	}
-	for _, c := range []string{servicesChain, clusterIPsCheckChain, masqueradingChain, markMasqChain} {
+	for _, c := range []string{servicesChain, clusterIPsCheckChain, masqueradingChain} {
 		ensure(c)
 	}
 
-	w.rule(markMasqChain, "mark set mark or "+masqueradeMark)
 	// Hairpin traffic (a pod reaching itself through a service) is masqueraded by its
 	// connection's addresses, as kube-proxy v1.37 does, instead of a rule per endpoint
 	// chain: most services then need no endpoint chains at all (see planService).
@@ -225,6 +229,14 @@ func writeSetup(w *writer, cfg config, recreateBaseChains bool) {
 		Type:    "inet_proto . inet_service : verdict",
 		Comment: knftables.PtrTo("NodePort traffic"),
 	})
+	// ClusterIP traffic from outside the pod network is masqueraded by one rule for
+	// every ClusterIP, not one per service chain (kube-proxy v1.37).
+	switch {
+	case cfg.masqueradeAll:
+		w.commentedRule(servicesChain, "ip daddr @"+clusterIPsSet+" "+masqueradeRule, "masquerade all clusterIP traffic")
+	case cfg.clusterCIDR.IsValid():
+		w.commentedRule(servicesChain, "ip daddr @"+clusterIPsSet+" ip saddr != "+cfg.clusterCIDR.String()+" "+masqueradeRule, "masquerade clusterIP traffic from outside cluster")
+	}
 	w.rule(servicesChain, "ip daddr . meta l4proto . th dport vmap @"+serviceIPsMap)
 	if len(cfg.nodeIPs) == 0 {
 		w.rule(servicesChain, "fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @"+serviceNodePortsMap)
@@ -438,26 +450,14 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 		}
 	}
 
-	// Internal traffic: masquerade what does not come from the pod network.
-	if hasInternal {
-		ic := cluster
-		if sp.InternalPolicyLocal {
-			ic = local
-		}
-		match := "ip daddr " + sp.ClusterIP.String() + " " + proto + " dport " + port
-		switch {
-		case cfg.masqueradeAll:
-			ic.add(match + " jump " + markMasqChain)
-		case cfg.clusterCIDR.IsValid():
-			ic.add(match + " ip saddr != " + cfg.clusterCIDR.String() + " jump " + markMasqChain)
-		}
-	}
+	// Internal traffic from outside the pod network is masqueraded in the services chain
+	// (writeSetup), for every ClusterIP at once.
 
 	// External traffic: everything external goes through the external chain.
 	if usesExternal {
 		if !sp.UsesLocalExternal() {
 			// Cluster policy: endpoints may be on other nodes, masquerade.
-			external.add("jump " + markMasqChain)
+			external.addCommented(masqueradeRule, "masquerade")
 		} else {
 			// Local policy keeps the client address. Pods and the node itself are
 			// short-circuited to the cluster-wide endpoints, as upstream does
@@ -473,7 +473,7 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 			if short != "" && cfg.clusterCIDR.IsValid() {
 				external.addCommented("ip saddr "+cfg.clusterCIDR.String()+" goto "+short, "short-circuit pod traffic")
 			}
-			external.addCommented("fib saddr type local jump "+markMasqChain, "masquerade local traffic")
+			external.addCommented("fib saddr type local "+masqueradeRule, "masquerade local traffic")
 			if short != "" {
 				external.addCommented("fib saddr type local goto "+short, "short-circuit local traffic")
 			}
