@@ -517,20 +517,7 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 			info := eps[ep]
 			c.add("ip saddr @" + info.affset + " goto " + info.chain)
 		}
-		var b strings.Builder
-		b.WriteString("numgen random mod ")
-		b.WriteString(strconv.Itoa(len(list)))
-		b.WriteString(" vmap { ")
-		for i, ep := range list {
-			if i > 0 {
-				b.WriteString(" , ")
-			}
-			b.WriteString(strconv.Itoa(i))
-			b.WriteString(" : goto ")
-			b.WriteString(eps[ep].chain)
-		}
-		b.WriteString(" }")
-		c.add(b.String())
+		c.add(numgenRule("", "vmap", list, func(ep backends.Endpoint) string { return "goto " + eps[ep].chain }))
 	}
 	if usesCluster {
 		toEndpoints(cluster, cat.Cluster)
@@ -555,21 +542,25 @@ func dnatRule(proto string, list []backends.Endpoint) string {
 	if len(list) == 1 {
 		return "meta l4proto " + proto + " dnat to " + list[0].String()
 	}
+	return numgenRule("meta l4proto "+proto+" dnat ip addr . port to ", "map", list, func(ep backends.Endpoint) string {
+		return ep.IP.String() + " . " + strconv.Itoa(int(ep.Port))
+	})
+}
+
+// numgenRule writes prefix + "numgen random mod N <kind> { 0 : value(ep0) , ... }".
+func numgenRule(prefix, kind string, list []backends.Endpoint, value func(backends.Endpoint) string) string {
 	var b strings.Builder
-	b.WriteString("meta l4proto ")
-	b.WriteString(proto)
-	b.WriteString(" dnat ip addr . port to numgen random mod ")
+	b.WriteString(prefix)
+	b.WriteString("numgen random mod ")
 	b.WriteString(strconv.Itoa(len(list)))
-	b.WriteString(" map { ")
+	b.WriteString(" " + kind + " { ")
 	for i, ep := range list {
 		if i > 0 {
 			b.WriteString(" , ")
 		}
 		b.WriteString(strconv.Itoa(i))
 		b.WriteString(" : ")
-		b.WriteString(ep.IP.String())
-		b.WriteString(" . ")
-		b.WriteString(strconv.Itoa(int(ep.Port)))
+		b.WriteString(value(ep))
 	}
 	b.WriteString(" }")
 	return b.String()
