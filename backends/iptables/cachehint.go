@@ -10,11 +10,11 @@ import "bytes"
 // costs at 10k Services. Below it the hint would cost more than it saves.
 const cacheHintWork = 1e8
 
-// cacheHintPays estimates whether the hint makes a restore cheaper: its work is commands ×
-// distinct chains / 2 without the hint, a listing of the table with it; work is the
-// threshold (cacheHintWork). A full sync names
-// every active chain; a partial one names the changed services' chains plus every Service's
-// chain that KUBE-SERVICES jumps to (about one per service port).
+// cacheHintPays estimates whether the hint makes a restore cheaper: without it the work is
+// commands × distinct chains / 2, with it a listing of the table; work is the threshold
+// (cacheHintWork). A full sync names every active chain; a partial one names the changed
+// services' chains plus every Service's chain that KUBE-SERVICES jumps to (about one per
+// service port).
 func cacheHintPays(g Result, full bool, servicePorts int, work float64) bool {
 	chains := len(g.Active)
 	if !full {
