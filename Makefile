@@ -53,7 +53,7 @@ lint:
 
 ## bench: the default benchmark, report in out/<timestamp>/
 bench: deps build
-	./$(BIN) run scenarios/bench.yaml --backend all --out $(OUT)
+	./$(BIN) run scenarios/bench.yaml --backend ours --out $(OUT)
 
 ## scale: the ladder to 20k Services on iptables (with the whole-table cache hint),
 ## iptables-legacy and nftables (~7 min here; see scenarios/scale.yaml)

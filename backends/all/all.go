@@ -194,6 +194,19 @@ func Available() []string {
 	return out
 }
 
+// Ours returns Available without the kube-proxy-* backends: kpbench's own backends that
+// run here (`--backend ours`, what `make bench` runs; upstream's ladder to 10k would not fit
+// its time).
+func Ours() []string {
+	var out []string
+	for _, n := range Available() {
+		if !NeedsAPIServer(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // HasIPVS reports whether this kernel has IPVS (asks for the IPVS generic netlink family
 // in the process's own namespace: a query, nothing is written).
 func HasIPVS() bool { return ipvs.Probe("/proc/self/ns/net") == nil }

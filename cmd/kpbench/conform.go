@@ -15,7 +15,7 @@ import (
 func newConformCmd() *cobra.Command {
 	var backend, out, dir, cases string
 	cmd := &cobra.Command{
-		Use:   "conform [--backend B[,B...]|all] [--out DIR] [--cases GLOB] [--dir SUITE]",
+		Use:   "conform [--backend B[,B...]|all|ours] [--out DIR] [--cases GLOB] [--dir SUITE]",
 		Short: "Run the conformance suite (kube-proxy's e2e behaviours) on each backend",
 		Long: `conform runs every scenario of the conformance suite (one per kube-proxy e2e behaviour:
 basic and multiport endpoints, NodePort, session affinity, no endpoints, the headless and
@@ -70,7 +70,7 @@ Exit status: 0 every case passed (or xfail/xpass/skip), 1 a case failed, 2 bad i
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&backend, "backend", "all", "backends to run, comma-separated, or all (every backend that runs on this machine)")
+	cmd.Flags().StringVar(&backend, "backend", "all", "backends to run, comma-separated, all (every backend that runs on this machine) or ours (all but upstream kube-proxy)")
 	cmd.Flags().StringVar(&out, "out", "", "results directory (default out/<time>-conformance)")
 	cmd.Flags().StringVar(&cases, "cases", "*", "run only the cases whose name matches this glob")
 	cmd.Flags().StringVar(&dir, "dir", conformance.DefaultDir, "the suite's directory (relative to the working directory)")

@@ -15,20 +15,23 @@ import (
 	"kpbench.dev/kpbench/scenarios"
 )
 
-// parseBackends reads --backend: a comma-separated list of names, or "all" (every backend
-// that runs on this kernel).
+// parseBackends reads --backend: a comma-separated list of names, "all" (every backend
+// that runs on this kernel) or "ours" (all but upstream kube-proxy).
 func parseBackends(s string) ([]string, error) {
 	if s == "" {
 		return nil, nil
 	}
-	if s == "all" {
+	switch s {
+	case "all":
 		return all.Available(), nil
+	case "ours":
+		return all.Ours(), nil
 	}
 	var out []string
 	for _, b := range strings.Split(s, ",") {
 		b = strings.TrimSpace(b)
 		if !all.Valid(b) {
-			return nil, badInput("--backend %q: allowed values are all, or a comma-separated list of %s", b, strings.Join(all.Names(), ", "))
+			return nil, badInput("--backend %q: allowed values are all, ours, or a comma-separated list of %s", b, strings.Join(all.Names(), ", "))
 		}
 		out = append(out, b)
 	}
@@ -42,7 +45,7 @@ func defaultOut(name string) string {
 func newRunCmd() *cobra.Command {
 	var backend, out string
 	cmd := &cobra.Command{
-		Use:   "run SCENARIO [--backend B[,B...]|all] [--out DIR]",
+		Use:   "run SCENARIO [--backend B[,B...]|all|ours] [--out DIR]",
 		Short: "Run a scenario on one or more backends and write its results and report",
 		Long: `run builds the scenario's lab for each backend in turn, applies its manifests, runs its steps
 (changes, waits, expectations, measurements) and writes DIR/results.json with the environment,
@@ -90,7 +93,7 @@ Exit status: 0 every expectation held, 1 an expectation failed, 2 bad input, 3 t
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&backend, "backend", "", "backends to run, comma-separated, or all (default: the scenario's proxy mode)")
+	cmd.Flags().StringVar(&backend, "backend", "", "backends to run, comma-separated, all (every backend that runs here) or ours (all but upstream kube-proxy) (default: the scenario's proxy mode)")
 	cmd.Flags().StringVar(&out, "out", "", "results directory (default out/<time>-<scenario>)")
 	return cmd
 }

@@ -26,13 +26,13 @@ func KernelRules(ctx context.Context, tb *testbed.Testbed) (int, error) {
 	node := tb.Lab.Hosts("node")[0]
 	var cmd netns.Command
 	switch tb.Backend() {
-	case "iptables", "userspace":
+	case "iptables", "userspace", "kube-proxy-iptables": // kube-proxy runs the host's iptables: nft on Debian
 		cmd = netns.Command{Path: "iptables-nft-save"}
-	case "ipvs":
+	case "ipvs", "kube-proxy-ipvs":
 		cmd = netns.Command{Path: "ipvsadm", Args: []string{"-Ln"}}
 	case "iptables-legacy", "iptables-perrule":
 		cmd = netns.Command{Path: "iptables-legacy-save"}
-	case "nftables":
+	case "nftables", "kube-proxy-nftables":
 		cmd = netns.Command{Path: "nft", Args: []string{"list", "table", "ip", "kube-proxy"}}
 	default:
 		return 0, fmt.Errorf("rules: no way to count %s rules", tb.Backend())
