@@ -22,7 +22,7 @@ func TestExitCodesForBadInput(t *testing.T) {
 		{"unknown lab", []string{"lab", "status", "--name", "nope", "--registry", t.TempDir()}, exitBadInput, "no such lab"},
 		{"stray argument", []string{"version", "extra"}, exitBadInput, "accepts 0 arg"},
 		{"version", []string{"version"}, exitOK, ""},
-		{"run: bad backend", []string{"run", "x.yaml", "--backend", "bogus"}, exitBadInput, "allowed values are all, or"},
+		{"run: bad backend", []string{"run", "x.yaml", "--backend", "bogus"}, exitBadInput, "allowed values are all, ours, or"},
 		{"run: missing scenario", []string{"run", "/nonexistent/scenario.yaml"}, exitBadInput, "/nonexistent/scenario.yaml"},
 		{"check: seed with placeholders", []string{"check", "../../lab/manifest/testdata/seed-inference-placeholders.yaml"}, exitBadInput, "containerPort: Invalid value: \"xxxx\""},
 		{"check: bad backend", []string{"check", "x.yaml", "--backend", "bogus"}, exitBadInput, "allowed values are"},
