@@ -32,19 +32,19 @@ func (k nsKernel) run(ctx context.Context, tx *knftables.Transaction) error {
 //
 // Equivalent to: `nft list chains ip` / `nft list sets ip kube-proxy`, names only.
 func (k nsKernel) list(ctx context.Context, objectType string) ([]string, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	var out []string
-	err := netns.Do(k.nsPath, func() error {
-		if objectType != "chains" && objectType != "sets" {
+	if objectType != "chains" && objectType != "sets" {
+		var out []string
+		err := netns.Do(k.nsPath, func() error {
 			var err error
 			out, err = k.nft.List(ctx, objectType)
 			return err
-		}
-		conn, err := gnft.New()
-		if err != nil {
-			return err
+		})
+		return out, err
+	}
+	var out []string
+	err := k.withTable(ctx, func(conn *gnft.Conn, t *gnft.Table) error {
+		if t == nil {
+			return nil
 		}
 		if objectType == "chains" {
 			chains, err := conn.ListChainsOfTableFamily(gnft.TableFamilyIPv4)
@@ -58,22 +58,13 @@ func (k nsKernel) list(ctx context.Context, objectType string) ([]string, error)
 			}
 			return nil
 		}
-		tables, err := conn.ListTablesOfFamily(gnft.TableFamilyIPv4)
+		sets, err := conn.GetSets(t)
 		if err != nil {
 			return err
 		}
-		for _, t := range tables {
-			if t.Name != Table {
-				continue
-			}
-			sets, err := conn.GetSets(t)
-			if err != nil {
-				return err
-			}
-			for _, s := range sets {
-				if !s.Anonymous {
-					out = append(out, s.Name)
-				}
+		for _, s := range sets {
+			if !s.Anonymous {
+				out = append(out, s.Name)
 			}
 		}
 		return nil
@@ -84,17 +75,29 @@ func (k nsKernel) list(ctx context.Context, objectType string) ([]string, error)
 	return out, nil
 }
 
-// tableExists asks the kernel over netlink for the ip tables (a single small dump,
-// unlike `nft list`, whose cost grows with the table). The netlink socket is created
-// inside the namespace.
+// tableExists reports whether `table ip kube-proxy` is present, from a netlink dump of
+// the ip tables (a single small dump, unlike `nft list`, whose cost grows with the table).
 //
 // Equivalent to: `nft list tables ip`.
 func (k nsKernel) tableExists(ctx context.Context) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
 	found := false
-	err := netns.Do(k.nsPath, func() error {
+	err := k.withTable(ctx, func(_ *gnft.Conn, t *gnft.Table) error {
+		found = t != nil
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("list nftables tables: %w", err)
+	}
+	return found, nil
+}
+
+// withTable opens a netlink connection inside the node's namespace and calls fn with it
+// and `table ip kube-proxy` (nil when the table does not exist).
+func (k nsKernel) withTable(ctx context.Context, fn func(*gnft.Conn, *gnft.Table) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return netns.Do(k.nsPath, func() error {
 		conn, err := gnft.New()
 		if err != nil {
 			return err
@@ -104,14 +107,12 @@ func (k nsKernel) tableExists(ctx context.Context) (bool, error) {
 			return err
 		}
 		for _, t := range tables {
-			found = found || t.Name == Table
+			if t.Name == Table {
+				return fn(conn, t)
+			}
 		}
-		return nil
+		return fn(conn, nil)
 	})
-	if err != nil {
-		return false, fmt.Errorf("list nftables tables: %w", err)
-	}
-	return found, nil
 }
 
 // New returns a Backend for the node whose namespace is opts.NetNSPath. It checks, inside

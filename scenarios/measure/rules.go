@@ -24,17 +24,8 @@ import (
 // `ipvsadm -Ln`.
 func KernelRules(ctx context.Context, tb *testbed.Testbed) (int, error) {
 	node := tb.Lab.Hosts("node")[0]
-	var cmd netns.Command
-	switch tb.Backend() {
-	case "iptables", "userspace", "kube-proxy-iptables": // kube-proxy runs the host's iptables: nft on Debian
-		cmd = netns.Command{Path: "iptables-nft-save"}
-	case "ipvs", "kube-proxy-ipvs":
-		cmd = netns.Command{Path: "ipvsadm", Args: []string{"-Ln"}}
-	case "iptables-legacy", "iptables-perrule":
-		cmd = netns.Command{Path: "iptables-legacy-save"}
-	case "nftables", "kube-proxy-nftables":
-		cmd = netns.Command{Path: "nft", Args: []string{"list", "table", "ip", "kube-proxy"}}
-	default:
+	cmd, ok := ruleDumpCommand(tb.Backend())
+	if !ok {
 		return 0, fmt.Errorf("rules: no way to count %s rules", tb.Backend())
 	}
 	res, err := netns.Exec(ctx, node.NetNSPath, cmd)
@@ -65,6 +56,22 @@ func KernelRules(ctx context.Context, tb *testbed.Testbed) (int, error) {
 		}
 	}
 	return n, sc.Err()
+}
+
+// ruleDumpCommand is the command that lists backend's rules in a node's namespace. kube-proxy
+// runs the host's iptables, which is iptables-nft on Debian.
+func ruleDumpCommand(backend string) (netns.Command, bool) {
+	switch backend {
+	case "iptables", "userspace", "kube-proxy-iptables":
+		return netns.Command{Path: "iptables-nft-save"}, true
+	case "ipvs", "kube-proxy-ipvs":
+		return netns.Command{Path: "ipvsadm", Args: []string{"-Ln"}}, true
+	case "iptables-legacy", "iptables-perrule":
+		return netns.Command{Path: "iptables-legacy-save"}, true
+	case "nftables", "kube-proxy-nftables":
+		return netns.Command{Path: "nft", Args: []string{"list", "table", "ip", "kube-proxy"}}, true
+	}
+	return netns.Command{}, false
 }
 
 // KernelMemory returns the kernel memory that rules can occupy, in bytes (host-wide, from
