@@ -127,6 +127,9 @@ type State struct {
 	ClusterCIDR netip.Prefix
 	// MasqueradeAll masquerades all traffic to service IPs (kube-proxy's masqueradeAll).
 	MasqueradeAll bool
+	// ServiceCIDRs are the ranges ClusterIPs are allocated from; kube-proxy's nftables
+	// mode drops traffic to the addresses in them that no Service has. Empty: unknown.
+	ServiceCIDRs []netip.Prefix
 	// Services are all service ports, sorted by Name (namespace, name, port, protocol).
 	Services []*ServicePort
 }

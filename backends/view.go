@@ -37,6 +37,9 @@ type ViewOptions struct {
 	ClusterCIDR netip.Prefix
 	// MasqueradeAll is kube-proxy's masqueradeAll.
 	MasqueradeAll bool
+	// ServiceCIDRs are the ranges ClusterIPs are allocated from (the API server's
+	// ServiceCIDR objects, which kube-proxy watches).
+	ServiceCIDRs []netip.Prefix
 }
 
 // BuildState builds the desired state of one node from Services and EndpointSlices, as
@@ -64,6 +67,7 @@ func BuildState(node NodeView, opts ViewOptions, services []*corev1.Service, epS
 		NodeIPs:       append([]netip.Addr(nil), node.IPs...),
 		ClusterCIDR:   opts.ClusterCIDR,
 		MasqueradeAll: opts.MasqueradeAll,
+		ServiceCIDRs:  append([]netip.Prefix(nil), opts.ServiceCIDRs...),
 	}
 	type svcKey struct{ ns, name string }
 	bySvc := map[svcKey][]*discoveryv1.EndpointSlice{}

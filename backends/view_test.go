@@ -72,12 +72,13 @@ func TestBuildStateNginxExample(t *testing.T) {
 		ep{ip: "10.244.2.5", node: "node-3", ready: yes, serving: yes, terminating: no},
 		ep{ip: "10.244.0.5", node: "node-1", ready: yes, serving: yes, terminating: no},
 		ep{ip: "10.244.1.5", node: "node-2", ready: yes, serving: yes, terminating: no})
-	st := BuildState(node, ViewOptions{ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16")},
+	st := BuildState(node, ViewOptions{ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"), ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")}},
 		[]*corev1.Service{nginxService()}, []*discoveryv1.EndpointSlice{sl})
 	want := &State{
-		NodeName:    "node-1",
-		NodeIPs:     node.IPs,
-		ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"),
+		NodeName:     "node-1",
+		NodeIPs:      node.IPs,
+		ClusterCIDR:  netip.MustParsePrefix("10.244.0.0/16"),
+		ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")},
 		Services: []*ServicePort{{
 			Name:      ServicePortName{Namespace: "default", Name: "nginx-service", Protocol: TCP},
 			ClusterIP: netip.MustParseAddr("10.96.0.2"), Port: 88, NodePort: 30791,

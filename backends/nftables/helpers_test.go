@@ -65,10 +65,11 @@ func nEndpoints(n int) []backends.Endpoint {
 // state returns the desired state of testNode with the usual node settings.
 func state(svcs ...*backends.ServicePort) *backends.State {
 	s := &backends.State{
-		NodeName:    testNode,
-		NodeIPs:     []netip.Addr{netip.MustParseAddr("192.168.0.10")},
-		ClusterCIDR: netip.MustParsePrefix("10.1.0.0/16"),
-		Services:    svcs,
+		NodeName:     testNode,
+		NodeIPs:      []netip.Addr{netip.MustParseAddr("192.168.0.10")},
+		ClusterCIDR:  netip.MustParsePrefix("10.1.0.0/16"),
+		ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12")},
+		Services:     svcs,
 	}
 	s.SortServices()
 	return s

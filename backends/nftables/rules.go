@@ -34,6 +34,9 @@ type config struct {
 	// ClusterIP traffic).
 	clusterCIDR   netip.Prefix
 	masqueradeAll bool
+	// serviceCIDRs are the IPv4 ranges of ClusterIPs: traffic to an unallocated address
+	// in them is dropped (kube-proxy v1.37's cluster-ips-check).
+	serviceCIDRs []netip.Prefix
 }
 
 // configOf extracts the node-wide settings of s, keeping IPv4 only.
@@ -47,11 +50,17 @@ func configOf(s *backends.State) config {
 	if s.ClusterCIDR.IsValid() && s.ClusterCIDR.Addr().Is4() {
 		c.clusterCIDR = s.ClusterCIDR.Masked()
 	}
+	for _, p := range s.ServiceCIDRs {
+		if p.IsValid() && p.Addr().Is4() {
+			c.serviceCIDRs = append(c.serviceCIDRs, p.Masked())
+		}
+	}
 	return c
 }
 
 func (c config) equal(o config) bool {
-	return slices.Equal(c.nodeIPs, o.nodeIPs) && c.clusterCIDR == o.clusterCIDR && c.masqueradeAll == o.masqueradeAll
+	return slices.Equal(c.nodeIPs, o.nodeIPs) && c.clusterCIDR == o.clusterCIDR && c.masqueradeAll == o.masqueradeAll &&
+		slices.Equal(c.serviceCIDRs, o.serviceCIDRs)
 }
 
 // baseChain is a chain attached to a netfilter hook.
@@ -177,6 +186,13 @@ func writeSetup(w *writer, cfg config, recreateBaseChains bool) {
 
 	tx.Add(&knftables.Set{Name: clusterIPsSet, Type: "ipv4_addr", Comment: knftables.PtrTo("Active ClusterIPs")})
 	w.commentedRule(clusterIPsCheckChain, "ip daddr @"+clusterIPsSet+" reject", "Reject traffic to invalid ports of ClusterIPs")
+	if len(cfg.serviceCIDRs) > 0 {
+		cidrs := make([]string, len(cfg.serviceCIDRs))
+		for i, p := range cfg.serviceCIDRs {
+			cidrs[i] = p.String()
+		}
+		w.commentedRule(clusterIPsCheckChain, "ip daddr { "+strings.Join(cidrs, ",")+" } drop", "Drop traffic to unallocated ClusterIPs")
+	}
 
 	// nodeport-ips: the node's addresses, or (none known) deleted, and NodePorts then
 	// match every local address. Add+delete deletes whether or not it exists.

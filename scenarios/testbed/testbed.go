@@ -86,6 +86,13 @@ func Start(ctx context.Context, o Options) (_ *Testbed, err error) {
 	if !o.View.ClusterCIDR.IsValid() {
 		o.View.ClusterCIDR = o.Lab.PodCIDR
 	}
+	if len(o.View.ServiceCIDRs) == 0 {
+		cidr := o.ServiceCIDR
+		if !cidr.IsValid() {
+			cidr = cluster.DefaultServiceCIDR
+		}
+		o.View.ServiceCIDRs = []netip.Prefix{cidr}
+	}
 	if !o.LoadBalancerPool.IsValid() {
 		o.LoadBalancerPool = netip.MustParsePrefix("172.18.1.0/24")
 	}
