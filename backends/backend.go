@@ -37,6 +37,10 @@ type SyncResult struct {
 	Rules, Bytes int
 	// ChangedServices is the number of service ports whose rules were rewritten.
 	ChangedServices int
+	// Confirm is the part of the call spent after the rules were in place, confirming
+	// that they were (upstream kube-proxy's quiet period): the agent dates the end of
+	// the sync that much earlier, so it does not count as programming latency.
+	Confirm time.Duration
 }
 
 func sortEndpoints(eps []Endpoint) {

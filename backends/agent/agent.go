@@ -400,7 +400,7 @@ func (a *Agent) syncOnce(ctx context.Context, periodic bool, stateLost error) Sy
 	rec.View = a.cfg.Now().Sub(rec.Start)
 	rec.Services = len(state.Services)
 	res, err := a.cfg.Backend.Sync(ctx, state)
-	rec.End = a.cfg.Now()
+	rec.End = a.cfg.Now().Add(-max(res.Confirm, 0))
 	rec.Result = res
 	if err != nil {
 		rec.Err = fmt.Errorf("sync %s %s: %w", a.cfg.Node.Name, a.cfg.Backend.Name(), err)

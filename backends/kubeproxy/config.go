@@ -40,8 +40,12 @@ type Config struct {
 	ClusterCIDR netip.Prefix
 	// Kubeconfig is the path of the kubeconfig for the lab's API server.
 	Kubeconfig string
-	// MinSyncPeriod and SyncPeriod of the mode (kube-proxy's defaults 1s and 30s when 0).
-	MinSyncPeriod, SyncPeriod time.Duration
+	// MinSyncPeriod of the mode; 0 means none, as it does for the bench's own agents.
+	// kube-proxy replaces a zero minSyncPeriod by its 1s default, so 0 is written as 1ns
+	// (kube-proxy then syncs as soon as a change arrives, like our agents with 0).
+	MinSyncPeriod time.Duration
+	// SyncPeriod of the mode (0: kube-proxy's default 30s).
+	SyncPeriod time.Duration
 	// MasqueradeBit (0: kube-proxy's 14) and MasqueradeAll of the iptables and nftables
 	// modes.
 	MasqueradeBit int
@@ -74,7 +78,7 @@ func (c Config) Render() ([]byte, error) {
 	if bit == 0 {
 		bit = 14
 	}
-	minSync, sync := durationOr(c.MinSyncPeriod, time.Second), durationOr(c.SyncPeriod, 30*time.Second)
+	minSync, sync := durationOr(c.MinSyncPeriod, time.Nanosecond), durationOr(c.SyncPeriod, 30*time.Second)
 	sched := c.Scheduler
 	if sched == "" {
 		sched = "rr"

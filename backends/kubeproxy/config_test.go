@@ -20,7 +20,7 @@ func TestConfigRender(t *testing.T) {
 		{name: "defaults", want: []string{
 			"mode: iptables\n", "hostnameOverride: node-1\n",
 			"metricsBindAddress: 172.18.0.11:10249\n", "healthzBindAddress: 172.18.0.11:10256\n",
-			`kubeconfig: "/run/kpbench/x/kubeconfig-node-1"`, "minSyncPeriod: 1s\n", "syncPeriod: 30s\n",
+			`kubeconfig: "/run/kpbench/x/kubeconfig-node-1"`, "minSyncPeriod: 1ns\n", "syncPeriod: 30s\n",
 			"masqueradeBit: 14\n", "scheduler: rr\n", "maxPerCore: 0\n",
 		}},
 		{name: "scenario values", mod: func(c *Config) {

@@ -26,9 +26,11 @@
 //	                      so it is 0 there: count the kernel's rules with measure rules)
 //	SyncResult.Generate = 0 (kube-proxy does not separate generation from application)
 //
-// The agent's record of the sync (start to end of Sync) is the wall time from the change
-// being in our store to kube-proxy having programmed it: publication to the API server,
-// the watch, kube-proxy's minSyncPeriod and its sync. That is what programming latency
+// The agent's record of the sync (start of Sync to the first scrape that showed the
+// change programmed; SyncResult.Confirm is the quiet period after it) is the wall time
+// from the change being in our store to kube-proxy having programmed it: publication to
+// the API server, the watch, kube-proxy's minSyncPeriod (none by default, as for our
+// agents: see Config.MinSyncPeriod) and its sync. That is what programming latency
 // means for upstream, so the bench's network-programming figures compare like with like;
 // kube-proxy's own kubeproxy_network_programming_duration_seconds is kept in the metrics
 // it serves. For sync times, compare SyncResult.Apply (upstream's own sync duration)

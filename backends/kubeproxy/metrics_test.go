@@ -100,6 +100,18 @@ func TestDone(t *testing.T) {
 			s[MetricLastQueued] = secs(pub.Add(-time.Hour).Add(50 * time.Millisecond))
 			return s
 		}(), published: pub.Add(-time.Hour), lastStart: secs(pub.Add(-time.Hour)), want: true},
+		// Measured: kube-proxy's timestamp minus duration put a sync 0.6 ms before the
+		// queueing of the change that triggered it (see startSlack).
+		{name: "start estimate just before the queueing (timestamp set before the end)", prev: synced(before, 3, 0), cur: func() Samples {
+			s := synced(after, 4, 0)
+			s[MetricLastQueued] = secs(pub.Add(10*time.Millisecond + 600*time.Microsecond))
+			return s
+		}(), published: pub, lastStart: secs(pub.Add(10 * time.Millisecond)), want: true},
+		{name: "queued well after the start: a later sync carries it", prev: synced(before, 3, 0), cur: func() Samples {
+			s := synced(after, 4, 0)
+			s[MetricLastQueued] = secs(pub.Add(10*time.Millisecond + 3*startSlack))
+			return s
+		}(), published: pub, lastStart: secs(pub.Add(10 * time.Millisecond))},
 		{name: "the last sync started after the change was queued", prev: synced(before, 3, 0), cur: func() Samples {
 			s := synced(after, 4, 0)
 			s[MetricLastQueued] = secs(pub.Add(10 * time.Millisecond))
