@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,7 +48,9 @@ every apply step), waits until the node has programmed them, and dumps the node'
 iptables-save for the iptables modes, 'nft list table ip kube-proxy' for nftables. Both
 dumps are normalised (counters and handles dropped, kube-proxy's hashed chain names mapped
 to readable ones from the rule comments and DNAT targets, comments quoted, sets and the
-rules of unordered chains sorted) and compared as a unified diff.
+rules of unordered chains sorted) and compared as a unified diff. When one side is
+upstream kube-proxy it runs first, and the objects its API server makes by itself (the
+default/kubernetes Service and its EndpointSlice) are applied to the other side too.
 
 Exit status: 0 no difference, 1 the rule sets differ, 2 bad input, 3 the bench failed.`,
 		Example: `  kpbench diff-rules scenarios/examples/nginx-nodeport.scenario.yaml --backend iptables --against kube-proxy-iptables
@@ -75,11 +78,7 @@ Exit status: 0 no difference, 1 the rule sets differ, 2 bad input, 3 the bench f
 				fmt.Fprintf(cmd.ErrOrStderr(), "diff-rules: step %s is not applied (only manifests and apply steps are)\n", s)
 			}
 			opts := diffRulesOptions{family: fa, node: node, normalize: kubeproxy.NormalizeOptions{DropComments: dropComments}, progress: cmd.ErrOrStderr()}
-			a, err := dumpRules(cmd.Context(), sc, backend, objs, opts)
-			if err != nil {
-				return err
-			}
-			b, err := dumpRules(cmd.Context(), sc, against, objs, opts)
+			a, b, err := dumpBoth(cmd.Context(), sc, backend, against, objs, opts)
 			if err != nil {
 				return err
 			}
@@ -152,6 +151,50 @@ type diffRulesOptions struct {
 	node      string
 	normalize kubeproxy.NormalizeOptions
 	progress  io.Writer
+	// synced, when set, runs once the node has programmed the objects.
+	synced func(ctx context.Context, tb *testbed.Testbed) error
+}
+
+// dumpBoth dumps the rules of backend and of against. When one of them is upstream
+// kube-proxy and the other is not, upstream runs first, and the objects its API server
+// made by itself (the default/kubernetes Service and its EndpointSlice, which kube-proxy
+// programs and the lab's store does not hold) are applied to the other's store too, so
+// that both proxy the same Services.
+func dumpBoth(ctx context.Context, sc *scenarios.Scenario, backend, against string, objs []runtime.Object, o diffRulesOptions) (a, b ruleDump, err error) {
+	up, ours := against, backend
+	switch {
+	case all.NeedsAPIServer(against) && !all.NeedsAPIServer(backend):
+	case all.NeedsAPIServer(backend) && !all.NeedsAPIServer(against):
+		up, ours = backend, against
+	default:
+		if a, err = dumpRules(ctx, sc, backend, objs, o); err != nil {
+			return a, b, err
+		}
+		b, err = dumpRules(ctx, sc, against, objs, o)
+		return a, b, err
+	}
+	var own []runtime.Object
+	uo := o
+	uo.synced = func(ctx context.Context, tb *testbed.Testbed) error {
+		var err error
+		if own, err = tb.ControlPlane.OwnServices(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.progress, "diff-rules: the API server's own default/kubernetes Service (%d objects) is applied to %s too\n", len(own), ours)
+		return nil
+	}
+	upDump, err := dumpRules(ctx, sc, up, objs, uo)
+	if err != nil {
+		return a, b, err
+	}
+	oursDump, err := dumpRules(ctx, sc, ours, append(slices.Clip(objs), own...), o)
+	if err != nil {
+		return a, b, err
+	}
+	if up == backend {
+		return upDump, oursDump, nil
+	}
+	return oursDump, upDump, nil
 }
 
 type ruleDump struct{ raw, norm string }
@@ -179,6 +222,11 @@ func dumpRules(ctx context.Context, sc *scenarios.Scenario, backend string, objs
 	}
 	if err := tb.WaitSynced(ctx); err != nil {
 		return ruleDump{}, fmt.Errorf("%s: %w", backend, err)
+	}
+	if o.synced != nil {
+		if err := o.synced(ctx, tb); err != nil {
+			return ruleDump{}, fmt.Errorf("%s: %w", backend, err)
+		}
 	}
 	h, ok := tb.Lab.Host(o.node)
 	if !ok || h.Kind != lab.KindNode {
