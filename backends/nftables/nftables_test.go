@@ -92,6 +92,13 @@ func TestGolden(t *testing.T) {
 			sp.ExternalIPs = []netip.Addr{netip.MustParseAddr("192.168.99.11")}
 			return state(sp)
 		}},
+		// kube-proxy names an unnamed port "ns/name", without the colon the iptables
+		// seed's older kube-proxy wrote (diff-rules against v1.37.2 found it).
+		{"no-endpoints-unnamed-port", func() *backends.State {
+			sp := withNodePort(svc("ns1", "svc1", "172.30.0.41", 80), 30080)
+			sp.Name.Port = ""
+			return state(sp)
+		}},
 		{"internal-policy-local", func() *backends.State {
 			a := svc("ns1", "svc-local", "172.30.0.41", 80, ep("10.1.0.2", 8080, false), ep("10.1.0.3", 8080, true))
 			a.InternalPolicyLocal = true

@@ -348,7 +348,7 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 	cat := p.cat
 	proto := sp.Name.Protocol.Lower()
 	port := strconv.Itoa(int(sp.Port))
-	nameStr := sp.Name.String()
+	nameStr := portNameString(sp.Name)
 	base := serviceNameBase(sp.Name)
 	clusterChain := clusterChainPrefix + base
 	localChain := localChainPrefix + base
@@ -607,4 +607,15 @@ func writeRules(w *writer, c *chainPlan) {
 			w.rule(c.name, r)
 		}
 	}
+}
+
+// portNameString is kube-proxy's ServicePortName.String(): "namespace/name", plus
+// ":port" for a named port. (backends.ServicePortName.String keeps the colon of an unnamed
+// port, as the older kube-proxy of the iptables seed did; the nftables mode never had it.)
+func portNameString(n backends.ServicePortName) string {
+	s := n.Namespace + "/" + n.Name
+	if n.Port != "" {
+		s += ":" + n.Port
+	}
+	return s
 }

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/internal/testutil"
+	"kpbench.dev/kpbench/internal/upstream/upstreamtest"
 )
 
 func TestDiffRulesBadInput(t *testing.T) {
@@ -52,4 +55,29 @@ func TestDiffRulesSameRules(t *testing.T) {
 	code := run([]string{"diff-rules", "../../scenarios/examples/nginx-nodeport.scenario.yaml", "--backend", "iptables", "--against", "iptables-legacy"}, &out, &errOut)
 	require.Equal(t, exitOK, code, "stdout: %s\nstderr: %s", out.String(), errOut.String())
 	assert.Contains(t, out.String(), "no difference between iptables and iptables-legacy on node-0")
+}
+
+// TestDiffRulesUpstreamNFTables: our nftables backend writes what kube-proxy v1.37.2's
+// nftables mode writes (normalised), for both seed examples and every conformance
+// scenario, the API server's own default/kubernetes Service included.
+func TestDiffRulesUpstreamNFTables(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireBinary(t, "nft", "diff")
+	upstreamtest.Require(t)
+	files, err := filepath.Glob("../../scenarios/conformance/*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	files = append([]string{
+		"../../scenarios/examples/nginx-nodeport.scenario.yaml",
+		"../../scenarios/examples/inference.scenario.yaml",
+	}, files...)
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run([]string{"diff-rules", f, "--backend", "nftables", "--against", "kube-proxy-nftables"}, &out, &errOut)
+			require.Equal(t, exitOK, code, "stdout: %s\nstderr: %s", out.String(), errOut.String())
+			assert.Contains(t, out.String(), "no difference between nftables and kube-proxy-nftables")
+			assert.Contains(t, errOut.String(), "default/kubernetes Service (2 objects) is applied to nftables")
+		})
+	}
 }
