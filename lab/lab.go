@@ -508,6 +508,10 @@ func (l *Lab) Hosts(kind HostKind) []Host {
 // Name returns the lab's name.
 func (l *Lab) Name() string { return l.cfg.Name }
 
+// StateDir is the lab's directory for the files of its users (see Registry.StateDir); it
+// is not created here, and is removed with the lab.
+func (l *Lab) StateDir() string { return l.registry.StateDir(l.cfg.Name) }
+
 // Config returns the lab's configuration, defaults applied.
 func (l *Lab) Config() Config { return l.cfg }
 
@@ -572,7 +576,7 @@ func (l *Lab) Down(ctx context.Context) error {
 	l.mu.Lock()
 	l.hosts = map[string]*Host{}
 	l.mu.Unlock()
-	errs = append(errs, l.registry.Remove(l.cfg.Name))
+	errs = append(errs, os.RemoveAll(l.registry.StateDir(l.cfg.Name)), l.registry.Remove(l.cfg.Name))
 	return errors.Join(errs...)
 }
 

@@ -58,6 +58,13 @@ type Registry struct{ Dir string }
 
 func (r Registry) path(name string) string { return filepath.Join(r.Dir, name+".json") }
 
+// StateDir is where the users of lab name keep its files (kube-proxy configurations and
+// logs, certificates): a directory "state/<name>" beside the registry's. Removing the lab,
+// by its owner or by a sweep after a crash, removes it too.
+func (r Registry) StateDir(name string) string {
+	return filepath.Join(filepath.Dir(r.Dir), "state", name)
+}
+
 // Write stores rec atomically.
 func (r Registry) Write(rec *Record) error {
 	if err := os.MkdirAll(r.Dir, 0o755); err != nil {

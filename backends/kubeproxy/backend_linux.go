@@ -52,6 +52,7 @@ type Backend struct {
 	prev      Samples // scrape at the end of the previous Sync
 	prevAt    time.Time
 	lastStart float64 // estimated start (unix seconds) of kube-proxy's latest finished sync
+	lastDur   float64 // its duration (seconds), when one sync ended between two scrapes
 	restart   bool    // ForceFullSync asked for a new process
 	cfgPath   string
 	logPath   string
@@ -204,6 +205,9 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 		cur, scrapeErr = b.Scrape(ctx)
 		if scrapeErr == nil {
 			b.lastStart = syncStart(prevScrape, prevScrapeAt, cur, b.lastStart)
+			if delta(cur, prevScrape, MetricSyncDuration+"_count") == 1 {
+				b.lastDur = delta(cur, prevScrape, MetricSyncDuration+"_sum")
+			}
 			prevScrape, prevScrapeAt = cur, time.Now()
 		}
 		if scrapeErr == nil && b.done(cur, published) {
@@ -212,7 +216,7 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 			if n := cur[MetricSyncDuration+"_count"]; doneSince.IsZero() || n != doneCount {
 				doneSince, doneCount = time.Now(), n
 			}
-			if time.Since(doneSince) >= quietPeriod {
+			if time.Since(doneSince) >= b.quietFor(cur) {
 				break
 			}
 		} else {
@@ -241,6 +245,18 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 // may end before the second arrives. Sync reports the quiet period as
 // SyncResult.Confirm, so that it does not count as upstream's programming latency.
 const quietPeriod = 150 * time.Millisecond
+
+// quietFor is how long scrapes like s must agree. When the start estimate of the last
+// sync lies within startSlack before the last queued change, that sync may have begun just
+// before the change arrived, and the sync that carries it may be running already (with no
+// pending change left to show it): the quiet period then also covers two more syncs of
+// the last one's duration, so that such a follow-up ends, and is judged, inside it.
+func (b *Backend) quietFor(s Samples) time.Duration {
+	if s.Has(MetricLastQueued) && b.lastStart < s[MetricLastQueued] {
+		return quietPeriod + time.Duration(2*b.lastDur*float64(time.Second))
+	}
+	return quietPeriod
+}
 
 // startSlack is how much earlier than its true start syncStart may place a sync.
 // kube-proxy sets its last-sync timestamp before the end of syncProxyRules (health

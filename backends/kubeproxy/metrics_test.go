@@ -149,3 +149,28 @@ func TestSyncStart(t *testing.T) {
 		})
 	}
 }
+
+// TestQuietFor: a sync whose start estimate falls just before the last queued change may
+// have missed it, so the quiet period also covers a follow-up sync of the same length.
+func TestQuietFor(t *testing.T) {
+	tests := []struct {
+		name      string
+		lastStart float64
+		queued    float64 // 0: the metric is absent
+		want      time.Duration
+	}{
+		{name: "no queue timestamp", lastStart: 100, want: quietPeriod},
+		{name: "started after the change was queued", lastStart: 100, queued: 99.5, want: quietPeriod},
+		{name: "started just before (within the slack)", lastStart: 100, queued: 100.001, want: quietPeriod + 80*time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &Backend{lastStart: tt.lastStart, lastDur: 0.040}
+			s := Samples{}
+			if tt.queued != 0 {
+				s[MetricLastQueued] = tt.queued
+			}
+			assert.InDelta(t, float64(tt.want), float64(b.quietFor(s)), float64(time.Microsecond))
+		})
+	}
+}

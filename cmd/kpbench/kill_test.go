@@ -126,6 +126,7 @@ steps:
 	require.NoError(t, err)
 	assert.Contains(t, res.Removed, labName)
 	assert.Empty(t, nsList(t, "kpb-"+labName+"-"), "namespaces left behind")
+	assert.NoDirExists(t, lab.Registry{Dir: lab.DefaultRegistryDir}.StateDir(labName), "the lab's state directory left behind")
 	assert.Equal(t, before, rootState(t), "the host's root namespace changed")
 }
 

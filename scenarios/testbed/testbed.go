@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -130,7 +129,7 @@ func Start(ctx context.Context, o Options) (_ *Testbed, err error) {
 	if err != nil {
 		return tb, fmt.Errorf("control plane: %w", err)
 	}
-	tb.stateDir = filepath.Join("/run/kpbench", "state", l.Name())
+	tb.stateDir = l.StateDir()
 	if err := os.MkdirAll(tb.stateDir, 0o755); err != nil {
 		return tb, err
 	}
