@@ -41,7 +41,9 @@ type iptTable struct {
 //     16 base32 characters) become readable, stable names: `KUBE-SVC-<ns/name:port>` from
 //     the rule comments naming the service port, and `KUBE-SEP-<ns/name:port>@<ip:port>`
 //     from the endpoint chain's DNAT target; a chain without either keeps its name;
-//   - comments are always quoted (iptables-save quotes only those with spaces), or dropped;
+//   - comments are always quoted (iptables-save quotes only those with spaces), or dropped,
+//     and an unnamed port is written "ns/name" (kube-proxy v1.37) rather than "ns/name:"
+//     (the older kube-proxy our iptables backend follows, and with it the hash inputs);
 //   - tables, chain declarations and the rules of chains whose order carries no meaning
 //     (KUBE-SERVICES, KUBE-NODEPORTS, KUBE-EXTERNAL-SERVICES, KUBE-PROXY-FIREWALL) are
 //     sorted; every other chain keeps its rule order.
@@ -216,16 +218,25 @@ func chainNames(tables []*iptTable) map[string]string {
 	return names
 }
 
-// commentOf returns the service port name a rule's comment starts with ("ns/name:port"),
-// or "".
+// commentOf returns the service port name a rule's comment starts with ("ns/name:port",
+// or "ns/name" for an unnamed port), or "".
 func commentOf(r []string) string {
 	c := valueOf(r, "--comment")
-	c = strings.Trim(c, `"`)
+	c = canonicalPortNames(strings.Trim(c, `"`))
 	f := strings.Fields(c)
-	if len(f) == 0 || !strings.Contains(f[0], "/") || !strings.Contains(f[0], ":") {
+	if len(f) == 0 || !strings.Contains(f[0], "/") {
 		return ""
 	}
 	return f[0]
+}
+
+// unnamedPortRE matches "ns/name:" followed by a space or the end: an unnamed port as
+// the older kube-proxy wrote it (and our iptables backend, which follows the seed).
+var unnamedPortRE = regexp.MustCompile(`(^|\s)([a-z0-9-]+/[a-z0-9.-]+):(\s|$)`)
+
+// canonicalPortNames writes unnamed ports as kube-proxy v1.37 does, "ns/name".
+func canonicalPortNames(comment string) string {
+	return unnamedPortRE.ReplaceAllString(comment, "$1$2$3")
 }
 
 // valueOf returns the token after flag, or "".
@@ -244,7 +255,7 @@ func normalizeComment(tok []string, drop bool) []string {
 	for i := 0; i < len(tok); i++ {
 		if tok[i] == "-m" && i+3 < len(tok) && tok[i+1] == "comment" && tok[i+2] == "--comment" {
 			if !drop {
-				out = append(out, "-m", "comment", "--comment", `"`+strings.Trim(tok[i+3], `"`)+`"`)
+				out = append(out, "-m", "comment", "--comment", `"`+canonicalPortNames(strings.Trim(tok[i+3], `"`))+`"`)
 			}
 			i += 3
 			continue

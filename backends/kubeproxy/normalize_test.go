@@ -156,3 +156,27 @@ func swapBlocks(t *testing.T, s, a, b string) string {
 	s = strings.Replace(s, bb, ba, 1)
 	return strings.Replace(s, "\x00", bb, 1)
 }
+
+// TestNormalizeIPTablesUnnamedPort: the older kube-proxy's "ns/name:" for an unnamed port
+// (and the hashes made from it) and v1.37's "ns/name" normalise alike.
+func TestNormalizeIPTablesUnnamedPort(t *testing.T) {
+	old := `*nat
+:KUBE-SVC-AAAAAAAAAAAAAAAA - [0:0]
+-A KUBE-SERVICES -d 10.96.0.2/32 -p tcp -m comment --comment "default/web: cluster IP" -m tcp --dport 80 -j KUBE-SVC-AAAAAAAAAAAAAAAA
+-A KUBE-SVC-AAAAAAAAAAAAAAAA -m comment --comment "default/web: -> 10.244.0.3:80" -j KUBE-MARK-MASQ
+COMMIT
+`
+	v137 := `*nat
+:KUBE-SVC-BBBBBBBBBBBBBBBB - [0:0]
+-A KUBE-SERVICES -d 10.96.0.2/32 -p tcp -m comment --comment "default/web cluster IP" -m tcp --dport 80 -j KUBE-SVC-BBBBBBBBBBBBBBBB
+-A KUBE-SVC-BBBBBBBBBBBBBBBB -m comment --comment "default/web -> 10.244.0.3:80" -j KUBE-MARK-MASQ
+COMMIT
+`
+	n := NormalizeIPTables(old, NormalizeOptions{})
+	assert.Equal(t, n, NormalizeIPTables(v137, NormalizeOptions{}))
+	assert.Contains(t, n, `-A KUBE-SVC-default/web -m comment --comment "default/web -> 10.244.0.3:80"`)
+	assert.NotContains(t, NormalizeIPTables(`*nat
+-A X -m comment --comment "default/kubernetes:https" -j Y
+COMMIT
+`, NormalizeOptions{}), `"default/kubernetes"`, "a named port keeps its name")
+}
