@@ -36,7 +36,8 @@ type Options struct {
 	Backend string
 	// Settings are backend settings (masquerade bit, IPVS scheduler).
 	Settings all.Settings
-	// View: cluster CIDR (default: the lab's pod CIDR) and masqueradeAll.
+	// View: cluster CIDR (default: the lab's pod CIDR), masqueradeAll and the ServiceCIDRs
+	// (default: ServiceCIDR, or the cluster's default range).
 	View backends.ViewOptions
 	// MinSyncPeriod and SyncPeriod of every agent (defaults 0 and 30s: the bench syncs as
 	// soon as changes arrive unless a scenario asks for kube-proxy's 1s).
