@@ -51,8 +51,7 @@ type Backend struct {
 	proc      *process
 	prev      Samples // scrape at the end of the previous Sync
 	prevAt    time.Time
-	lastStart float64 // earliest start (unix seconds) of kube-proxy's latest finished sync
-	startUB   float64 // its latest possible start
+	lastStart float64 // estimated start (unix seconds) of kube-proxy's latest finished sync
 	lastDur   float64 // its duration (seconds), when one sync ended between two scrapes
 	restart   bool    // ForceFullSync asked for a new process
 	cfgPath   string
@@ -160,7 +159,7 @@ func (b *Backend) start() error {
 	if err != nil {
 		return err
 	}
-	b.proc, b.prev, b.prevAt, b.lastStart, b.startUB = p, nil, time.Now(), 0, 0
+	b.proc, b.prev, b.prevAt, b.lastStart = p, nil, time.Now(), 0
 	return nil
 }
 
@@ -206,14 +205,8 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 		cur, scrapeErr = b.Scrape(ctx)
 		if scrapeErr == nil {
 			b.lastStart = syncStart(prevScrape, prevScrapeAt, cur, b.lastStart)
-			switch delta(cur, prevScrape, MetricSyncDuration+"_count") {
-			case 0:
-			case 1:
-				// The sync ended before this scrape's answer arrived.
+			if delta(cur, prevScrape, MetricSyncDuration+"_count") == 1 {
 				b.lastDur = delta(cur, prevScrape, MetricSyncDuration+"_sum")
-				b.startUB = float64(time.Now().UnixNano())/1e9 - b.lastDur
-			default:
-				b.startUB = float64(time.Now().UnixNano()) / 1e9
 			}
 			prevScrape, prevScrapeAt = cur, time.Now()
 		}
@@ -253,12 +246,11 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 // SyncResult.Confirm, so that it does not count as upstream's programming latency.
 const quietPeriod = 150 * time.Millisecond
 
-// quietFor is how long scrapes like s must agree. The start of kube-proxy's last sync is
-// known only between lastStart and startUB (see syncStart); when the last queued change
-// falls between them, that sync may have begun just before the change arrived, and the
-// sync that carries it may be running already (with no pending change left to show it):
-// the quiet period then also covers two more syncs of the last one's duration, so that
-// such a follow-up ends, and is judged, inside it.
+// quietFor is how long scrapes like s must agree. When the start estimate of the last
+// sync lies within startSlack before the last queued change, that sync may have begun just
+// before the change arrived, and the sync that carries it may be running already (with no
+// pending change left to show it): the quiet period then also covers two more syncs of
+// the last one's duration, so that such a follow-up ends, and is judged, inside it.
 func (b *Backend) quietFor(s Samples) time.Duration {
 	if s.Has(MetricLastQueued) && b.lastStart < s[MetricLastQueued] {
 		return quietPeriod + time.Duration(2*b.lastDur*float64(time.Second))
@@ -266,15 +258,16 @@ func (b *Backend) quietFor(s Samples) time.Duration {
 	return quietPeriod
 }
 
-// syncStart bounds from below when kube-proxy's latest finished sync started (unix
-// seconds). kube-proxy sets its last-sync timestamp before the end of syncProxyRules
-// (health servers and conntrack cleanup follow) and observes the duration at the very
-// end, so timestamp minus duration falls before the true start: by 0.6 ms for a partial
-// sync of 200 Services, by 15 ms at 1k on a loaded machine, while a sync triggered by a
-// change starts microseconds after kube-proxy queued it. The upper bound (startUB) is
-// the arrival of the scrape that first showed the sync, minus its duration. Taking the
-// lower bound alone for the start made every such sync look as if it had begun before
-// its change, and the wait fell back to its slow path (4.67 s). syncStart works from
+// startSlack is how much earlier than its true start syncStart may place a sync.
+// kube-proxy sets its last-sync timestamp before the end of syncProxyRules (health
+// servers and conntrack cleanup follow) and observes the duration at the very end, so
+// timestamp minus duration falls before the start; measured here 0.6 ms for a partial
+// nftables sync of 200 Services, while a sync triggered by a change starts microseconds
+// after kube-proxy queued it. Without the slack every such sync looked as if it had
+// started before the change and the wait fell back to its slow path (4.67 s).
+const startSlack = 5 * time.Millisecond
+
+// syncStart estimates when kube-proxy's latest finished sync started (unix seconds), from
 // two consecutive scrapes (prev taken at prevAt) and the previous estimate: exactly one
 // sync between them lasted Δ of the duration histogram's sum and ended at the last-sync
 // timestamp; after two or more, the latest started after prev was taken (only one sync
@@ -312,9 +305,7 @@ func (b *Backend) done(s Samples, published time.Time) bool {
 	// kube-proxy empties its pending changes when a sync starts, so a change received
 	// during a sync is in neither that sync nor the pending count: the sync that carries
 	// it must have started after it was queued.
-	// (When the queueing lies between the bounds of the start, quietFor waits for a
-	// possible follow-up sync.)
-	queuedBeforeStart := !s.Has(MetricLastQueued) || b.startUB > s[MetricLastQueued] || b.lastStart >= s[MetricLastQueued]
+	queuedBeforeStart := !s.Has(MetricLastQueued) || b.lastStart >= s[MetricLastQueued]-startSlack.Seconds()
 	if last >= pub && queuedBeforeStart && (b.prev == nil || s.changes() > b.prev.changes()) {
 		return true
 	}

@@ -69,7 +69,6 @@ func TestDone(t *testing.T) {
 		cur       Samples
 		published time.Time
 		lastStart float64
-		startUB   float64
 		want      bool
 	}{
 		{name: "never synced", cur: Samples{}, published: pub},
@@ -101,19 +100,18 @@ func TestDone(t *testing.T) {
 			s[MetricLastQueued] = secs(pub.Add(-time.Hour).Add(50 * time.Millisecond))
 			return s
 		}(), published: pub.Add(-time.Hour), lastStart: secs(pub.Add(-time.Hour)), want: true},
-		// Measured: kube-proxy's timestamp minus duration put a sync 0.6-15 ms before
-		// the queueing of the change that triggered it (see syncStart); the scrape that
-		// showed it bounds the start from above.
-		{name: "queued between the bounds of the start", prev: synced(before, 3, 0), cur: func() Samples {
+		// Measured: kube-proxy's timestamp minus duration put a sync 0.6 ms before the
+		// queueing of the change that triggered it (see startSlack).
+		{name: "start estimate just before the queueing (timestamp set before the end)", prev: synced(before, 3, 0), cur: func() Samples {
 			s := synced(after, 4, 0)
-			s[MetricLastQueued] = secs(pub.Add(25 * time.Millisecond))
+			s[MetricLastQueued] = secs(pub.Add(10*time.Millisecond + 600*time.Microsecond))
 			return s
-		}(), published: pub, lastStart: secs(pub.Add(10 * time.Millisecond)), startUB: secs(pub.Add(40 * time.Millisecond)), want: true},
-		{name: "queued after the latest possible start: a later sync carries it", prev: synced(before, 3, 0), cur: func() Samples {
+		}(), published: pub, lastStart: secs(pub.Add(10 * time.Millisecond)), want: true},
+		{name: "queued well after the start: a later sync carries it", prev: synced(before, 3, 0), cur: func() Samples {
 			s := synced(after, 4, 0)
-			s[MetricLastQueued] = secs(pub.Add(45 * time.Millisecond))
+			s[MetricLastQueued] = secs(pub.Add(10*time.Millisecond + 3*startSlack))
 			return s
-		}(), published: pub, lastStart: secs(pub.Add(10 * time.Millisecond)), startUB: secs(pub.Add(40 * time.Millisecond))},
+		}(), published: pub, lastStart: secs(pub.Add(10 * time.Millisecond))},
 		{name: "the last sync started after the change was queued", prev: synced(before, 3, 0), cur: func() Samples {
 			s := synced(after, 4, 0)
 			s[MetricLastQueued] = secs(pub.Add(10 * time.Millisecond))
@@ -122,7 +120,7 @@ func TestDone(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b := &Backend{opts: Options{Settle: time.Second}, prev: tc.prev, lastStart: tc.lastStart, startUB: tc.startUB}
+			b := &Backend{opts: Options{Settle: time.Second}, prev: tc.prev, lastStart: tc.lastStart}
 			assert.Equal(t, tc.want, b.done(tc.cur, tc.published))
 		})
 	}
@@ -163,7 +161,7 @@ func TestQuietFor(t *testing.T) {
 	}{
 		{name: "no queue timestamp", lastStart: 100, want: quietPeriod},
 		{name: "started after the change was queued", lastStart: 100, queued: 99.5, want: quietPeriod},
-		{name: "queued between the bounds of the start", lastStart: 100, queued: 100.001, want: quietPeriod + 80*time.Millisecond},
+		{name: "started just before (within the slack)", lastStart: 100, queued: 100.001, want: quietPeriod + 80*time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
