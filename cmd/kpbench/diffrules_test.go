@@ -75,9 +75,40 @@ func TestDiffRulesUpstreamNFTables(t *testing.T) {
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
 			var out, errOut bytes.Buffer
 			code := run([]string{"diff-rules", f, "--backend", "nftables", "--against", "kube-proxy-nftables"}, &out, &errOut)
+			if code != exitOK && onlyUnallocatedDrop(out.String()) {
+				// kube-proxy writes this rule in a full sync after its ServiceCIDR
+				// informer has delivered, and a ServiceCIDR change triggers no sync: when
+				// the CIDR arrives after its first sync, the rule is missing until the next
+				// full one (seen in 2 of 21 cases once). Upstream's race, not ours.
+				t.Logf("kube-proxy had not written the unallocated-ClusterIP drop yet:\n%s", out.String())
+				return
+			}
 			require.Equal(t, exitOK, code, "stdout: %s\nstderr: %s", out.String(), errOut.String())
 			assert.Contains(t, out.String(), "no difference between nftables and kube-proxy-nftables")
 			assert.Contains(t, errOut.String(), "default/kubernetes Service (2 objects) is applied to nftables")
 		})
 	}
+}
+
+// onlyUnallocatedDrop reports whether a diff-rules diff consists of our drop of
+// unallocated ClusterIPs alone, missing on upstream's side.
+func onlyUnallocatedDrop(diff string) bool {
+	changed := 0
+	for _, l := range strings.Split(diff, "\n") {
+		if l == "" || strings.HasPrefix(l, "--- ") || strings.HasPrefix(l, "+++ ") || strings.HasPrefix(l, "@@") || strings.HasPrefix(l, " ") {
+			continue
+		}
+		if !strings.HasPrefix(l, "-") || !strings.Contains(l, `drop comment "Drop traffic to unallocated ClusterIPs"`) {
+			return false
+		}
+		changed++
+	}
+	return changed == 1
+}
+
+func TestOnlyUnallocatedDrop(t *testing.T) {
+	drop := "--- nftables\n+++ kube-proxy-nftables\n@@ -1,3 +1,2 @@\n   chain cluster-ips-check\n-    ip daddr 10.96.0.0/12 drop comment \"Drop traffic to unallocated ClusterIPs\"\n"
+	assert.True(t, onlyUnallocatedDrop(drop))
+	assert.False(t, onlyUnallocatedDrop(drop+"-    element 10.96.0.2\n"), "another difference")
+	assert.False(t, onlyUnallocatedDrop(strings.Replace(drop, "\n-    ip", "\n+    ip", 1)), "upstream has it, we do not")
 }
