@@ -36,9 +36,19 @@ type ServicePortName struct {
 	Protocol Protocol
 }
 
-// String returns "namespace/name:port", the form kube-proxy puts in rule comments and hashes.
+// String returns "namespace/name:port", the form the kube-proxy of the iptables seed put
+// in rule comments and hashes (the colon stays for an unnamed port).
 func (n ServicePortName) String() string {
 	return fmt.Sprintf("%s/%s:%s", n.Namespace, n.Name, n.Port)
+}
+
+// UpstreamString returns the name as kube-proxy v1.37 prints it: "namespace/name", plus
+// ":port" for a named port only. The nftables mode uses it.
+func (n ServicePortName) UpstreamString() string {
+	if n.Port == "" {
+		return n.Namespace + "/" + n.Name
+	}
+	return n.Namespace + "/" + n.Name + ":" + n.Port
 }
 
 // Endpoint is one backend address of a service port, with the conditions of its

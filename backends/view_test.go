@@ -247,3 +247,19 @@ func TestBuildStateSortsServices(t *testing.T) {
 	assert.Equal(t, "kube-system", st.Services[1].Name.Namespace)
 	assert.True(t, st.MasqueradeAll)
 }
+
+// TestServicePortNameStrings: the seed's kube-proxy kept the colon of an unnamed port;
+// v1.37 writes it only for a named one.
+func TestServicePortNameStrings(t *testing.T) {
+	tests := []struct {
+		name           ServicePortName
+		seed, upstream string
+	}{
+		{ServicePortName{Namespace: "default", Name: "web", Protocol: TCP}, "default/web:", "default/web"},
+		{ServicePortName{Namespace: "default", Name: "kubernetes", Port: "https", Protocol: TCP}, "default/kubernetes:https", "default/kubernetes:https"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.seed, tt.name.String())
+		assert.Equal(t, tt.upstream, tt.name.UpstreamString())
+	}
+}

@@ -576,7 +576,7 @@ func (l *Lab) Down(ctx context.Context) error {
 	l.mu.Lock()
 	l.hosts = map[string]*Host{}
 	l.mu.Unlock()
-	errs = append(errs, os.RemoveAll(l.registry.StateDir(l.cfg.Name)), l.registry.Remove(l.cfg.Name))
+	errs = append(errs, l.registry.Remove(l.cfg.Name))
 	return errors.Join(errs...)
 }
 

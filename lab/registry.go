@@ -111,8 +111,11 @@ func (r Registry) Read(name string) (*Record, error) {
 	return &rec, nil
 }
 
-// Remove deletes the record of the named lab (absent is fine).
+// Remove deletes the record of the named lab and its StateDir (absent is fine).
 func (r Registry) Remove(name string) error {
+	if err := os.RemoveAll(r.StateDir(name)); err != nil {
+		return fmt.Errorf("registry: %w", err)
+	}
 	if err := os.Remove(r.path(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("registry: %w", err)
 	}

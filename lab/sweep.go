@@ -5,7 +5,6 @@ package lab
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,7 +28,7 @@ func sweepNamespaces(prefix string) error {
 
 // sweepLab deletes the namespaces and the record of a lab whose owner is gone.
 func sweepLab(reg Registry, name string) error {
-	return errors.Join(sweepNamespaces(fmt.Sprintf("%s-%s-", netns.Prefix, name)), os.RemoveAll(reg.StateDir(name)), reg.Remove(name))
+	return errors.Join(sweepNamespaces(fmt.Sprintf("%s-%s-", netns.Prefix, name)), reg.Remove(name))
 }
 
 // DownOptions says how Down treats a lab whose owner process is still running.

@@ -348,7 +348,7 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 	cat := p.cat
 	proto := sp.Name.Protocol.Lower()
 	port := strconv.Itoa(int(sp.Port))
-	nameStr := portNameString(sp.Name)
+	nameStr := sp.Name.UpstreamString()
 	base := serviceNameBase(sp.Name)
 	clusterChain := clusterChainPrefix + base
 	localChain := localChainPrefix + base
@@ -607,15 +607,4 @@ func writeRules(w *writer, c *chainPlan) {
 			w.rule(c.name, r)
 		}
 	}
-}
-
-// portNameString is kube-proxy's ServicePortName.String(): "namespace/name", plus
-// ":port" for a named port. (backends.ServicePortName.String keeps the colon of an unnamed
-// port, as the older kube-proxy of the iptables seed did; the nftables mode never had it.)
-func portNameString(n backends.ServicePortName) string {
-	s := n.Namespace + "/" + n.Name
-	if n.Port != "" {
-		s += ":" + n.Port
-	}
-	return s
 }
