@@ -169,6 +169,7 @@ func (b *Backend) start() error {
 func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.SyncResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	called := time.Now()
 	node := b.opts.Config.NodeName
 	if b.restart && b.proc != nil {
 		if err := b.proc.stop(ctx, 10*time.Second); err != nil {
@@ -228,22 +229,43 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 		case <-tick.C:
 		}
 	}
+	now := time.Now()
 	res := backends.SyncResult{
 		Full:  delta(cur, b.prev, MetricSyncFull+"_count") > 0 || b.prev == nil,
 		Apply: time.Duration(delta(cur, b.prev, MetricSyncDuration+"_sum") * float64(time.Second)),
 		Rules: int(cur[MetricIPTablesTotal]),
-		// Programmed when the first of the scrapes that agreed was taken.
-		Confirm: time.Since(doneSince),
+		// Everything after kube-proxy's own end of the sync was waiting and confirming.
+		Confirm: min(max(now.Sub(programmedAt(cur, published)), 0), now.Sub(called)),
 	}
 	b.prev, b.prevAt = cur, prevScrapeAt
 	return res, nil
 }
 
+// programmedAt is when kube-proxy had put in place what was published at published: the
+// end of its latest sync, kube-proxy's last-sync timestamp, which it sets once the kernel
+// has taken the rules, right after it observed its own network programming latency (the
+// wait above ends only when that sync carried the change); or the publication itself when
+// no sync ended after it (kube-proxy had nothing to change). Dating the end this way, and
+// not by the scrape that first showed it, keeps the wait's scrape interval, quiet period
+// and slow path out of upstream's programming latency.
+func programmedAt(s Samples, published time.Time) time.Time {
+	last := s[MetricLastSync]
+	if !s.Has(MetricLastSync) || last <= 0 {
+		return published
+	}
+	end := time.Unix(0, int64(last*1e9))
+	if end.Before(published) {
+		return published
+	}
+	return end
+}
+
 // quietPeriod is how long scrapes must keep saying "done", with no sync ending, before
 // Sync believes them: the objects of one change (a Service and its EndpointSlice, say)
 // reach kube-proxy's informers one by one, milliseconds apart, and a sync for the first
-// may end before the second arrives. Sync reports the quiet period as
-// SyncResult.Confirm, so that it does not count as upstream's programming latency.
+// may end before the second arrives. The quiet period, like all of the wait after
+// kube-proxy's sync ended, is reported as SyncResult.Confirm (see programmedAt), so that it
+// does not count as upstream's programming latency.
 const quietPeriod = 150 * time.Millisecond
 
 // quietFor is how long scrapes like s must agree. When the start estimate of the last

@@ -174,3 +174,27 @@ func TestQuietFor(t *testing.T) {
 		})
 	}
 }
+
+// TestProgrammedAt: the change is in place when kube-proxy's latest sync ended, or at its
+// publication when no sync ended after it.
+func TestProgrammedAt(t *testing.T) {
+	published := time.Unix(1000, 500_000_000)
+	tests := []struct {
+		name string
+		last float64 // 0: the metric is absent
+		want time.Time
+	}{
+		{name: "sync ended after the publication", last: 1000.75, want: time.Unix(1000, 750_000_000)},
+		{name: "no sync since the publication", last: 999.0, want: published},
+		{name: "no sync yet", want: published},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := Samples{}
+			if tt.last != 0 {
+				s[MetricLastSync] = tt.last
+			}
+			assert.WithinDuration(t, tt.want, programmedAt(s, published), time.Microsecond)
+		})
+	}
+}

@@ -1,0 +1,96 @@
+//go:build linux
+
+package kubeproxy_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"kpbench.dev/kpbench/backends/kubeproxy"
+	"kpbench.dev/kpbench/internal/testutil"
+	"kpbench.dev/kpbench/internal/upstream/upstreamtest"
+	"kpbench.dev/kpbench/lab"
+	"kpbench.dev/kpbench/lab/manifest"
+	"kpbench.dev/kpbench/scenarios/testbed"
+)
+
+const programmingObjects = `apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {selector: {app: web}, ports: [{port: 80, targetPort: 8080}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-0, labels: {app: web}}
+spec: {containers: [{name: web, image: x, ports: [{containerPort: 8080}]}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: web-1, labels: {app: web}}
+spec: {containers: [{name: web, image: x, ports: [{containerPort: 8080}]}]}
+`
+
+// TestProgrammingLatencyMatchesKubeProxy: for an EndpointSlice change, the bench's
+// programming latency of upstream kube-proxy (trigger time to the end of the sync that
+// carried it, as the agent records it) is kube-proxy's own
+// kubeproxy_network_programming_duration_seconds for the same change, to within a
+// millisecond. Dated by the scrape that first showed the sync, it was 0-20 ms later
+// (the scrape interval) plus whatever slow path the wait took.
+func TestProgrammingLatencyMatchesKubeProxy(t *testing.T) {
+	testutil.RequireRoot(t)
+	upstreamtest.Require(t)
+	for _, backend := range []string{"kube-proxy-nftables", "kube-proxy-iptables"} {
+		t.Run(backend, func(t *testing.T) { programmingMatches(t, backend) })
+	}
+}
+
+func programmingMatches(t *testing.T, backend string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	tb, err := testbed.Start(ctx, testbed.Options{
+		Lab:     lab.Config{Name: "t" + testutil.RandomID(t, 6), Nodes: 1},
+		Backend: backend,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, tb.Stop(context.Background())) })
+	objs, err := manifest.Parse("programming.yaml", []byte(programmingObjects))
+	require.NoError(t, err)
+	var ros []runtime.Object
+	for _, o := range objs {
+		ros = append(ros, o.Object)
+	}
+	require.NoError(t, tb.Apply(ctx, ros...))
+	require.NoError(t, tb.WaitSynced(ctx))
+
+	require.Len(t, tb.Agents, 1)
+	ag := tb.Agents[0]
+	kp, ok := ag.Backend().(*kubeproxy.Backend)
+	require.True(t, ok, "backend %T", ag.Backend())
+	const count, sum = kubeproxy.MetricProgramming + "_count", kubeproxy.MetricProgramming + "_sum"
+
+	// Each readiness flip of web-0 rewrites the Service's one slice once: one trigger,
+	// one sync, one observation on both sides.
+	for i, ready := range []bool{false, true, false, true} {
+		before, err := kp.Scrape(ctx)
+		require.NoError(t, err)
+		ours := len(ag.Metrics().NetworkProgramming)
+		require.NoError(t, tb.SetPodReady("default", "web-0", ready, false))
+		require.NoError(t, tb.WaitSynced(ctx))
+		after, err := kp.Scrape(ctx)
+		require.NoError(t, err)
+
+		lat := ag.Metrics().NetworkProgramming[ours:]
+		require.Len(t, lat, 1, "flip %d: the agent measured one change", i)
+		require.Equal(t, 1.0, after[count]-before[count], "flip %d: kube-proxy observed one change", i)
+		theirs := after[sum] - before[sum]
+		diff := lat[0].Seconds() - theirs
+		t.Logf("flip %d: bench %.3f ms, kube-proxy %.3f ms", i, lat[0].Seconds()*1e3, theirs*1e3)
+		assert.Less(t, math.Abs(diff), 1e-3, "flip %d: bench %v, kube-proxy %.6fs", i, lat[0], theirs)
+	}
+}
