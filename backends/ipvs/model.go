@@ -153,7 +153,9 @@ func (m *Model) add(vs *VirtualServer) {
 //   - a NodePort is a virtual server on every node IP (not bound: node IPs are already local);
 //   - real servers are the endpoints CategorizeEndpoints selects for the path: the cluster
 //     set for ClusterIP (the local set with internalTrafficPolicy Local), the local set for
-//     external addresses and node ports with externalTrafficPolicy Local; weight 1;
+//     external addresses and node ports with externalTrafficPolicy Local; a Local path on
+//     a node without local endpoints falls back to the cluster set, which is empty unless
+//     the port needs it for another path (kube-proxy v1.37's syncEndpoint); weight 1;
 //   - terminating endpoints of that path that are not used get weight 0 and stay until they
 //     leave the state, so their established connections drain;
 //   - ClientIP affinity is persistence: FlagPersistent with Timeout = AffinityTimeoutSeconds;
@@ -168,13 +170,19 @@ func Build(st *backends.State, scheduler string) *Model {
 			continue // IPv4 only
 		}
 		c := backends.CategorizeEndpoints(sp)
-		internal, external := c.Cluster, c.Cluster
-		if sp.InternalPolicyLocal {
-			internal = c.Local
+		// A path with a Local policy uses the local endpoints, or, when the node has none,
+		// the cluster endpoints (none unless the port needs them anyway), as kube-proxy's
+		// syncEndpoint does since kubernetes#97081 so that pods on the node still reach the
+		// service. External traffic is then forwarded without SNAT, and the client drops
+		// the reply, which comes from the pod's address.
+		pick := func(localPolicy bool) ([]backends.Endpoint, bool) {
+			if localPolicy && len(c.Local) > 0 {
+				return c.Local, true
+			}
+			return c.Cluster, false
 		}
-		if sp.UsesLocalExternal() {
-			external = c.Local
-		}
+		internal, internalLocal := pick(sp.InternalPolicyLocal)
+		external, externalLocal := pick(sp.UsesLocalExternal())
 		var flags, timeout uint32
 		if sp.AffinityClientIP {
 			flags, timeout = FlagPersistent, uint32(sp.AffinityTimeoutSeconds)
@@ -186,13 +194,13 @@ func Build(st *backends.State, scheduler string) *Model {
 				Dests: dests(sp, eps, localOnly), Owner: sp.Name,
 			}
 		}
-		m.add(mk(sp.ClusterIP, sp.Port, internal, sp.InternalPolicyLocal))
+		m.add(mk(sp.ClusterIP, sp.Port, internal, internalLocal))
 		m.Addrs[sp.ClusterIP] = true
 		for _, ip := range append(slices.Clone(sp.ExternalIPs), sp.LoadBalancerIPs...) {
 			if !ip.Is4() {
 				continue
 			}
-			m.add(mk(ip, sp.Port, external, sp.UsesLocalExternal()))
+			m.add(mk(ip, sp.Port, external, externalLocal))
 			m.Addrs[ip] = true
 		}
 		if sp.NodePort != 0 {
@@ -200,7 +208,7 @@ func Build(st *backends.State, scheduler string) *Model {
 				if !ip.Is4() {
 					continue
 				}
-				m.add(mk(ip, sp.NodePort, external, sp.UsesLocalExternal()))
+				m.add(mk(ip, sp.NodePort, external, externalLocal))
 			}
 		}
 	}

@@ -160,6 +160,30 @@ func TestBuild(t *testing.T) {
 			addrs: []string{"172.30.0.8"},
 		},
 		{
+			name: "external policy local, no local endpoint: external paths fall back to the cluster set", scheduler: "rr",
+			st: state(with(svc("etp-remote", backends.TCP, "172.30.0.10", 80, ep("10.2.0.1:80", false), ep("10.2.0.2:80", false, terminating)), func(sp *backends.ServicePort) {
+				sp.NodePort, sp.ExternalPolicyLocal = 30082, true
+			})),
+			want: []string{
+				"TCP/172.30.0.10:80 rr 10.2.0.1:80=1 10.2.0.2:80=0",
+				"TCP/192.168.0.1:30082 rr 10.2.0.1:80=1 10.2.0.2:80=0",
+				"TCP/192.168.1.1:30082 rr 10.2.0.1:80=1 10.2.0.2:80=0",
+			},
+			addrs: []string{"172.30.0.10"},
+		},
+		{
+			name: "both policies local, node port, no local endpoint: cluster set on every path", scheduler: "rr",
+			st: state(with(svc("both-local", backends.TCP, "172.30.0.11", 80, ep("10.2.0.1:80", false)), func(sp *backends.ServicePort) {
+				sp.NodePort, sp.ExternalPolicyLocal, sp.InternalPolicyLocal = 30083, true, true
+			})),
+			want: []string{
+				"TCP/172.30.0.11:80 rr 10.2.0.1:80=1",
+				"TCP/192.168.0.1:30083 rr 10.2.0.1:80=1",
+				"TCP/192.168.1.1:30083 rr 10.2.0.1:80=1",
+			},
+			addrs: []string{"172.30.0.11"},
+		},
+		{
 			name: "IPv6 addresses are left out", scheduler: "rr",
 			st: func() *backends.State {
 				st := state(
