@@ -144,7 +144,7 @@ func (r *backendRun) run(ctx context.Context) (err error) {
 	r.recordControlPlane()
 	var objs []runtime.Object
 	for _, m := range r.sc.Manifests {
-		objs = append(objs, objects(m.Objects)...)
+		objs = append(objs, manifest.RuntimeObjects(m.Objects)...)
 	}
 	if len(objs) > 0 {
 		if err := r.tb.Apply(ctx, objs...); err != nil {
@@ -247,14 +247,6 @@ func errSuffix(err error) string {
 	return " FAILED: " + err.Error()
 }
 
-func objects(objs []manifest.Object) []runtime.Object {
-	out := make([]runtime.Object, len(objs))
-	for i, o := range objs {
-		out[i] = o.Object
-	}
-	return out
-}
-
 func randomHex(n int) string {
 	b := make([]byte, (n+1)/2)
 	_, _ = rand.Read(b)
@@ -267,7 +259,7 @@ func (r *backendRun) step(ctx context.Context, st *Step, name string) error {
 	case st.Apply != nil:
 		var objs []runtime.Object
 		for _, m := range st.Apply.Manifests {
-			objs = append(objs, objects(m.Objects)...)
+			objs = append(objs, manifest.RuntimeObjects(m.Objects)...)
 		}
 		return r.tb.Apply(ctx, objs...)
 	case st.Delete != nil:

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"kpbench.dev/kpbench/backends/kubeproxy"
 	"kpbench.dev/kpbench/internal/testutil"
@@ -61,11 +60,7 @@ func programmingMatches(t *testing.T, backend string) {
 	t.Cleanup(func() { assert.NoError(t, tb.Stop(context.Background())) })
 	objs, err := manifest.Parse("programming.yaml", []byte(programmingObjects))
 	require.NoError(t, err)
-	var ros []runtime.Object
-	for _, o := range objs {
-		ros = append(ros, o.Object)
-	}
-	require.NoError(t, tb.Apply(ctx, ros...))
+	require.NoError(t, tb.Apply(ctx, manifest.RuntimeObjects(objs)...))
 	require.NoError(t, tb.WaitSynced(ctx))
 
 	require.Len(t, tb.Agents, 1)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"kpbench.dev/kpbench/backends/all"
 	"kpbench.dev/kpbench/lab"
@@ -61,10 +60,7 @@ Exit status: 0 all paths pass, 1 a path failed, 2 bad input, 3 the bench failed.
 			if err != nil {
 				return usageError{err}
 			}
-			ros := make([]runtime.Object, len(objs))
-			for i, o := range objs {
-				ros[i] = o.Object
-			}
+			ros := manifest.RuntimeObjects(objs)
 			ctx := cmd.Context()
 			start := time.Now()
 			tb, err := testbed.Start(ctx, testbed.Options{

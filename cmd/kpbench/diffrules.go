@@ -20,6 +20,7 @@ import (
 	"kpbench.dev/kpbench/backends/all"
 	"kpbench.dev/kpbench/backends/kubeproxy"
 	"kpbench.dev/kpbench/lab"
+	"kpbench.dev/kpbench/lab/manifest"
 	"kpbench.dev/kpbench/lab/netns"
 	"kpbench.dev/kpbench/scenarios"
 	"kpbench.dev/kpbench/scenarios/testbed"
@@ -122,9 +123,7 @@ Exit status: 0 no difference, 1 the rule sets differ, 2 bad input, 3 the bench f
 func diffObjects(sc *scenarios.Scenario, allApplies bool) (objs []runtime.Object, skipped []string) {
 	add := func(refs []scenarios.ManifestRef) {
 		for _, m := range refs {
-			for _, o := range m.Objects {
-				objs = append(objs, o.Object)
-			}
+			objs = append(objs, manifest.RuntimeObjects(m.Objects)...)
 		}
 	}
 	add(sc.Manifests)

@@ -60,6 +60,16 @@ type Object struct {
 	Object KubeObject
 }
 
+// RuntimeObjects returns the typed objects of objs, in order, as the lab's cluster
+// (cluster.Cluster.Apply) takes them.
+func RuntimeObjects(objs []Object) []runtime.Object {
+	out := make([]runtime.Object, len(objs))
+	for i, o := range objs {
+		out[i] = o.Object
+	}
+	return out
+}
+
 // Kind returns the object's kind ("Service", "Pod", "Deployment", "EndpointSlice").
 func (o Object) Kind() string { return o.Object.GetObjectKind().GroupVersionKind().Kind }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/internal/upstream/upstreamtest"
@@ -48,11 +47,7 @@ func runCheck(t *testing.T, backend, yaml string) []Outcome {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, tb.Stop(context.Background())) })
-	var ros []runtime.Object
-	for _, o := range objs {
-		ros = append(ros, o.Object)
-	}
-	require.NoError(t, tb.Apply(ctx, ros...))
+	require.NoError(t, tb.Apply(ctx, manifest.RuntimeObjects(objs)...))
 	outs, err := Run(ctx, tb, Options{Timeout: time.Second})
 	require.NoError(t, err)
 	return outs

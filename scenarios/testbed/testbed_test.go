@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/lab"
@@ -34,11 +33,7 @@ func startTestbed(t *testing.T, backend string, files ...string) *Testbed {
 	t.Cleanup(func() { assert.NoError(t, tb.Stop(context.Background())) })
 	objs, err := manifest.ReadFiles(files...)
 	require.NoError(t, err)
-	var ros []runtime.Object
-	for _, o := range objs {
-		ros = append(ros, o.Object)
-	}
-	require.NoError(t, tb.Apply(ctx, ros...))
+	require.NoError(t, tb.Apply(ctx, manifest.RuntimeObjects(objs)...))
 	require.NoError(t, tb.WaitSynced(ctx))
 	return tb
 }
