@@ -50,6 +50,9 @@ func TestCacheHintPays(t *testing.T) {
 		{"full 1k", Result{Rules: 7000, Active: active(3000)}, true, 1000, false},
 		{"full 5k", Result{Rules: 35000, Active: active(15000)}, true, 5000, true},
 		{"partial 5k, one changed", Result{Rules: 5010, ChangedServices: 1, Active: active(15000)}, false, 5000, false},
+		{"partial 10k, one changed: the hint cost more than it saved", Result{Rules: 10016, ChangedServices: 1, Active: active(30000)}, false, 10000, false},
+		{"partial 12k, one changed", Result{Rules: 12016, ChangedServices: 1, Active: active(36000)}, false, 12000, false},
+		{"partial 15k, one changed", Result{Rules: 15016, ChangedServices: 1, Active: active(45000)}, false, 15000, true},
 		{"partial 20k, one changed", Result{Rules: 20010, ChangedServices: 1, Active: active(60000)}, false, 20000, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
