@@ -36,8 +36,8 @@
 // For an EndpointSlice change it equals kube-proxy's own
 // kubeproxy_network_programming_duration_seconds (observed from the slice's
 // endpoints.kubernetes.io/last-change-trigger-time, as our agents do) to well under a
-// millisecond, which a test checks. For sync times, compare SyncResult.Apply (upstream's own sync duration)
-// with our backends' Apply+Generate.
+// millisecond, which a test checks. For sync times, compare SyncResult.Apply (upstream's
+// own sync duration) with our backends' Apply+Generate.
 //
 // A forced full sync (ForceFullSync, used by the full-sync measurement) restarts the
 // kube-proxy process: a new kube-proxy always starts with a full sync over the rules its
