@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -51,9 +52,10 @@ type Backend struct {
 	proc      *process
 	prev      Samples // scrape at the end of the previous Sync
 	prevAt    time.Time
-	lastStart float64 // estimated start (unix seconds) of kube-proxy's latest finished sync
-	lastDur   float64 // its duration (seconds), when one sync ended between two scrapes
-	restart   bool    // ForceFullSync asked for a new process
+	lastStart float64         // estimated start (unix seconds) of kube-proxy's latest finished sync
+	lastDur   float64         // its duration (seconds), when one sync ended between two scrapes
+	services  map[string]bool // the Services ("ns/name") of the previous Sync's desired state
+	restart   bool            // ForceFullSync asked for a new process
 	cfgPath   string
 	logPath   string
 }
@@ -169,7 +171,6 @@ func (b *Backend) start() error {
 func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.SyncResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	called := time.Now()
 	node := b.opts.Config.NodeName
 	if b.restart && b.proc != nil {
 		if err := b.proc.stop(ctx, 10*time.Second); err != nil {
@@ -189,6 +190,8 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 		}
 	}
 	published := time.Now()
+	services := serviceSet(desired)
+	servicesChanged := desired != nil && !maps.Equal(services, b.services)
 	ctx, cancel := context.WithTimeout(ctx, b.opts.SyncTimeout)
 	defer cancel()
 	var cur Samples
@@ -211,7 +214,7 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 			}
 			prevScrape, prevScrapeAt = cur, time.Now()
 		}
-		if scrapeErr == nil && b.done(cur, published) {
+		if scrapeErr == nil && b.done(cur, published, servicesChanged) {
 			// A sync that ends during the quiet period starts it again: one that began
 			// just before a change arrived may be followed by the one that carries it.
 			if n := cur[MetricSyncDuration+"_count"]; doneSince.IsZero() || n != doneCount {
@@ -229,16 +232,28 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 		case <-tick.C:
 		}
 	}
-	now := time.Now()
 	res := backends.SyncResult{
 		Full:  delta(cur, b.prev, MetricSyncFull+"_count") > 0 || b.prev == nil,
 		Apply: time.Duration(delta(cur, b.prev, MetricSyncDuration+"_sum") * float64(time.Second)),
 		Rules: int(cur[MetricIPTablesTotal]),
-		// Everything after kube-proxy's own end of the sync was waiting and confirming.
-		Confirm: min(max(now.Sub(programmedAt(cur, published)), 0), now.Sub(called)),
+		// Everything after kube-proxy's own end of the sync was waiting and confirming;
+		// programmedAt is never before the publication, so never before this call.
+		Confirm: max(time.Since(programmedAt(cur, published)), 0),
 	}
-	b.prev, b.prevAt = cur, prevScrapeAt
+	b.prev, b.prevAt, b.services = cur, prevScrapeAt, services
 	return res, nil
+}
+
+// serviceSet returns the Services ("namespace/name") of a desired state; nil for none.
+func serviceSet(st *backends.State) map[string]bool {
+	if st == nil {
+		return nil
+	}
+	out := make(map[string]bool, len(st.Services))
+	for _, sp := range st.Services {
+		out[sp.Name.Namespace+"/"+sp.Name.Name] = true
+	}
+	return out
 }
 
 // programmedAt is when kube-proxy had put in place what was published at published: the
@@ -249,11 +264,7 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 // not by the scrape that first showed it, keeps the wait's scrape interval, quiet period
 // and slow path out of upstream's programming latency.
 func programmedAt(s Samples, published time.Time) time.Time {
-	last := s[MetricLastSync]
-	if !s.Has(MetricLastSync) || last <= 0 {
-		return published
-	}
-	end := time.Unix(0, int64(last*1e9))
+	end := time.Unix(0, int64(s[MetricLastSync]*1e9)) // absent: 1970, before published
 	if end.Before(published) {
 		return published
 	}
@@ -311,14 +322,17 @@ func syncStart(prev Samples, prevAt time.Time, cur Samples, est float64) float64
 //   - it has synced at least once, and no change it received is pending, and
 //   - either a sync ended after the publication, started after the last change was
 //     queued (see syncStart), and kube-proxy received changes since the previous Sync
-//     (it saw and programmed this one), or Settle has passed since the
+//     (it saw and programmed this one; when servicesChanged, the set of Services did, and
+//     a Service change must be among them: a Service and its EndpointSlice come through
+//     separate informers, and a sync for the slice alone programs nothing for a Service
+//     kube-proxy has not seen yet), or Settle has passed since the
 //     publication without a change queued after the last sync started (kube-proxy
 //     ignored the change: nothing it programs changed), or, 3 x Settle after it, without
 //     a change queued after the last sync ended (the start estimate can lag).
 //
 // Scrapes must agree for quietPeriod, so a change still on its way through the watch is
 // not taken for programmed.
-func (b *Backend) done(s Samples, published time.Time) bool {
+func (b *Backend) done(s Samples, published time.Time, servicesChanged bool) bool {
 	if s[MetricSyncDuration+"_count"] == 0 || s.pending() > 0 {
 		return false
 	}
@@ -328,7 +342,9 @@ func (b *Backend) done(s Samples, published time.Time) bool {
 	// during a sync is in neither that sync nor the pending count: the sync that carries
 	// it must have started after it was queued.
 	queuedBeforeStart := !s.Has(MetricLastQueued) || b.lastStart >= s[MetricLastQueued]-startSlack.Seconds()
-	if last >= pub && queuedBeforeStart && (b.prev == nil || s.changes() > b.prev.changes()) {
+	received := b.prev == nil || (s.changes() > b.prev.changes() &&
+		(!servicesChanged || s[MetricServicesTotal] > b.prev[MetricServicesTotal]))
+	if last >= pub && queuedBeforeStart && received {
 		return true
 	}
 	if time.Since(published) < b.opts.Settle {

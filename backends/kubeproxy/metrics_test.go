@@ -69,6 +69,7 @@ func TestDone(t *testing.T) {
 		cur       Samples
 		published time.Time
 		lastStart float64
+		services  bool // the set of Services changed
 		want      bool
 	}{
 		{name: "never synced", cur: Samples{}, published: pub},
@@ -76,6 +77,14 @@ func TestDone(t *testing.T) {
 		{name: "changes pending", cur: synced(after, 3, 1), published: pub},
 		{name: "synced after publication, change received", prev: synced(before, 3, 0), cur: synced(after, 4, 0), published: pub, want: true},
 		{name: "synced after publication, change not received yet", prev: synced(before, 3, 0), cur: synced(after, 3, 0), published: pub},
+		// A new Service's slice reached kube-proxy first (separate informers): the sync
+		// for it programmed nothing for the Service.
+		{name: "new Service, only its slice received", prev: synced(before, 3, 0), cur: synced(after, 4, 0), published: pub, services: true},
+		{name: "new Service, Service received", prev: synced(before, 3, 0), cur: func() Samples {
+			s := synced(after, 4, 0)
+			s[MetricServicesTotal] = 1
+			return s
+		}(), published: pub, services: true, want: true},
 		{name: "last sync before publication", prev: synced(before, 3, 0), cur: synced(before, 4, 0), published: pub},
 		{name: "ignored change, settle passed", prev: synced(before, 3, 0), cur: synced(before, 3, 0), published: pub.Add(-time.Hour), want: true},
 		{name: "queued after the last sync", prev: synced(before, 3, 0), cur: func() Samples {
@@ -121,7 +130,7 @@ func TestDone(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &Backend{opts: Options{Settle: time.Second}, prev: tc.prev, lastStart: tc.lastStart}
-			assert.Equal(t, tc.want, b.done(tc.cur, tc.published))
+			assert.Equal(t, tc.want, b.done(tc.cur, tc.published, tc.services))
 		})
 	}
 }
