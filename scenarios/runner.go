@@ -42,6 +42,11 @@ type RunOptions struct {
 	// the Prometheus text format: metrics-<backend>-<node>.prom, written at the end of the
 	// backend's run.
 	MetricsDir string
+	// StateDir, when set, receives the nodes' state at every failed step (rule dumps, IPVS's
+	// connection table, conntrack's flows; measure.WriteNodeState), taken right after the
+	// failure, before the lab goes: StateDir/<scenario>-<backend>-step<N>.txt, named in the
+	// failed case's evidence.
+	StateDir string
 }
 
 // ModeBackend maps a KubeProxyConfiguration mode to the backend that implements it.
@@ -168,6 +173,7 @@ func (r *backendRun) run(ctx context.Context) (err error) {
 			if st.Expect == nil { // expectations recorded their own case
 				r.res.Cases = append(r.res.Cases, reports.Case{Name: name, Backend: r.backend, Result: reports.CaseFail, Reason: serr.Error(), Duration: time.Since(t0)})
 			}
+			r.saveState(context.WithoutCancel(ctx), i+1)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -177,6 +183,29 @@ func (r *backendRun) run(ctx context.Context) (err error) {
 		}
 	}
 	return nil
+}
+
+// saveState writes the nodes' state after failed step n to the state directory (if any)
+// and names the file in the step's case. A failure to write is logged, not returned: the
+// step's own failure is what the run reports.
+func (r *backendRun) saveState(ctx context.Context, n int) {
+	if r.opts.StateDir == "" {
+		return
+	}
+	path := filepath.Join(r.opts.StateDir, fmt.Sprintf("%s-%s-step%d.txt", r.sc.Name, r.backend, n))
+	err := os.MkdirAll(r.opts.StateDir, 0o755)
+	if err == nil {
+		var buf bytes.Buffer
+		err = measure.WriteNodeState(ctx, r.tb, &buf)
+		err = errors.Join(err, os.WriteFile(path, buf.Bytes(), 0o644))
+	}
+	if err != nil {
+		r.logf("node state after step %d: %v", n, err)
+		return
+	}
+	r.logf("node state after step %d: %s", n, path)
+	c := &r.res.Cases[len(r.res.Cases)-1] // the failed step's case, just recorded
+	c.Evidence = strings.TrimLeft(c.Evidence+"\nnode state at the failure: "+path, "\n")
 }
 
 // Measurements of the lab's real control plane (lab/controlplane), when the testbed

@@ -21,7 +21,9 @@ func newConformCmd() *cobra.Command {
 basic and multiport endpoints, NodePort, session affinity, no endpoints, the headless and
 service-proxy-name labels, hairpin, source IP, traffic policies, terminating endpoints, UDP
 conntrack, load-balancer source ranges, externalIPs) on each backend, each on a fresh lab,
-prints a case × backend matrix and writes DIR/junit.xml and DIR/results.json.
+prints a case × backend matrix and writes DIR/junit.xml and DIR/results.json; for every
+failed step, the nodes' state right after it (rule dumps, IPVS's connection table,
+conntrack's flows) goes to DIR/state/<case>-<backend>-step<N>.txt.
 
 A backend that cannot run on this machine is skipped with the reason. A scenario's
 knownFailures turn a failure on the backends it names into xfail (and a pass into xpass).
@@ -50,7 +52,7 @@ Exit status: 0 every case passed (or xfail/xpass/skip), 1 a case failed, 2 bad i
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return fmt.Errorf("conform: %w", err)
 			}
-			rep, runErr := conformance.Run(cmd.Context(), suite, conformance.Options{Backends: backends, Progress: cmd.ErrOrStderr()})
+			rep, runErr := conformance.Run(cmd.Context(), suite, conformance.Options{Backends: backends, Progress: cmd.ErrOrStderr(), StateDir: filepath.Join(out, "state")})
 			if rep == nil {
 				return runErr
 			}

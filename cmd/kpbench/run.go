@@ -51,6 +51,8 @@ func newRunCmd() *cobra.Command {
 (changes, waits, expectations, measurements) and writes DIR/results.json with the environment,
 raw samples and summaries, plus bench.txt, CSV files, junit.xml, plots and report.html,
 and each node agent's metrics under kube-proxy's names (metrics-<backend>-<node>.prom).
+After a failed step, the nodes' state (rule dumps, IPVS's connection table, conntrack's
+flows) goes to DIR/state/<scenario>-<backend>-step<N>.txt.
 
 Exit status: 0 every expectation held, 1 an expectation failed, 2 bad input, 3 the bench failed.`,
 		Example: `  kpbench run scenarios/scale.yaml --backend iptables,iptables-legacy,nftables --out out/scale
@@ -75,7 +77,7 @@ Exit status: 0 every expectation held, 1 an expectation failed, 2 bad input, 3 t
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}
-			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Progress: cmd.ErrOrStderr(), MetricsDir: out})
+			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Progress: cmd.ErrOrStderr(), MetricsDir: out, StateDir: filepath.Join(out, "state")})
 			if res != nil {
 				files, err := reports.WriteAll(out, res)
 				if err != nil {

@@ -98,6 +98,9 @@ type Options struct {
 	Backends []string
 	// Progress receives the runner's step lines (nil: discarded).
 	Progress io.Writer
+	// StateDir, when set, receives the nodes' state at every failed step
+	// (scenarios.RunOptions.StateDir).
+	StateDir string
 }
 
 // Result is one case on one backend.
@@ -174,7 +177,7 @@ func Run(ctx context.Context, suite []*scenarios.Scenario, o Options) (*Report, 
 				rep.Finished = time.Now()
 				return rep, err
 			}
-			rep.Results = append(rep.Results, RunCase(ctx, sc, b, o.Progress))
+			rep.Results = append(rep.Results, RunCase(ctx, sc, b, o))
 		}
 	}
 	rep.Finished = time.Now()
@@ -208,10 +211,10 @@ func Preflight(ctx context.Context, backend string) string {
 }
 
 // RunCase runs one scenario on one backend and judges it, taking knownFailures into
-// account.
-func RunCase(ctx context.Context, sc *scenarios.Scenario, backend string, progress io.Writer) Result {
+// account; o's Backends are not used.
+func RunCase(ctx context.Context, sc *scenarios.Scenario, backend string, o Options) Result {
 	start := time.Now()
-	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: progress})
+	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: o.Progress, StateDir: o.StateDir})
 	out := Result{Case: sc.Name, Description: sc.Description, Backend: backend, Outcome: Pass, Duration: time.Since(start)}
 	if res != nil {
 		out.Steps = res.Cases

@@ -1,0 +1,59 @@
+//go:build linux
+
+package measure
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/scenarios/testbed"
+)
+
+// stateCommands are what WriteNodeState runs in each node's namespace for backend: its rule
+// dump, then what explains a packet's fate beyond the rules (IPVS's connection table, with
+// the state and expiry of every entry; conntrack's flows).
+func stateCommands(backend string) []netns.Command {
+	var cmds []netns.Command
+	if c, ok := ruleDumpCommand(backend); ok {
+		if c.Path == "ipvsadm" {
+			c.Args = append(c.Args, "--stats") // -Ln counters: active and inactive connections per real server
+			cmds = append(cmds, netns.Command{Path: "ipvsadm", Args: []string{"-Ln"}}, c,
+				netns.Command{Path: "ipvsadm", Args: []string{"-Lnc"}})
+		} else {
+			cmds = append(cmds, c)
+		}
+	}
+	return append(cmds, netns.Command{Path: "conntrack", Args: []string{"-L"}})
+}
+
+// WriteNodeState writes, for every node of the testbed, the output of its backend's rule
+// dump, IPVS's connection table (IPVS backends) and conntrack's flows, each under a header
+// naming the node and the command. A command that fails is reported in place and the
+// others still run: this is what a failed expectation leaves to be read afterwards.
+//
+// Equivalent to, per node: `ip netns exec $ns sh -c 'ipvsadm -Ln; ipvsadm -Ln --stats;
+// ipvsadm -Lnc; conntrack -L'` (or iptables-nft-save, nft list table ip kube-proxy).
+func WriteNodeState(ctx context.Context, tb *testbed.Testbed, w io.Writer) error {
+	for _, node := range tb.Lab.Hosts("node") {
+		for _, cmd := range stateCommands(tb.Backend()) {
+			line := strings.TrimSpace(cmd.Path + " " + strings.Join(cmd.Args, " "))
+			if _, err := fmt.Fprintf(w, "### %s (%s): %s\n", node.Name, tb.Backend(), line); err != nil {
+				return fmt.Errorf("node state: %w", err)
+			}
+			res, err := netns.Exec(ctx, node.NetNSPath, cmd)
+			out := string(res.Stdout)
+			if err != nil {
+				out += fmt.Sprintf("(failed: %v)\n", err) // the error carries stderr
+			} else {
+				out += string(res.Stderr)
+			}
+			if _, err := io.WriteString(w, out+"\n"); err != nil {
+				return fmt.Errorf("node state: %w", err)
+			}
+		}
+	}
+	return nil
+}
