@@ -16,6 +16,7 @@ import (
 	"kpbench.dev/kpbench/internal/upstream/upstreamtest"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/manifest"
+	"kpbench.dev/kpbench/lab/netns"
 	"kpbench.dev/kpbench/scenarios/testbed"
 )
 
@@ -88,4 +89,26 @@ func programmingMatches(t *testing.T, backend string) {
 		t.Logf("flip %d: bench %.3f ms, kube-proxy %.3f ms", i, lat[0].Seconds()*1e3, theirs*1e3)
 		assert.Less(t, math.Abs(diff), 1e-3, "flip %d: bench %v, kube-proxy %.6fs", i, lat[0], theirs)
 	}
+}
+
+// TestKubeProxyRunsSingleStack: kube-proxy in a lab node runs its IPv4 proxier alone, so
+// its pending-change gauges, which both families' trackers write, are the IPv4 ones (see
+// singleStack): there is `table ip kube-proxy` and no `table ip6 kube-proxy`.
+func TestKubeProxyRunsSingleStack(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireBinary(t, "nft")
+	upstreamtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tb, err := testbed.Start(ctx, testbed.Options{
+		Lab:     lab.Config{Name: "t" + testutil.RandomID(t, 6), Nodes: 1},
+		Backend: "kube-proxy-nftables",
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, tb.Stop(context.Background())) })
+	require.NoError(t, tb.WaitSynced(ctx))
+	res, err := netns.Exec(ctx, tb.Lab.Hosts("node")[0].NetNSPath, netns.Command{Path: "nft", Args: []string{"list", "tables"}})
+	require.NoError(t, err)
+	assert.Contains(t, string(res.Stdout), "table ip kube-proxy\n")
+	assert.NotContains(t, string(res.Stdout), "table ip6 kube-proxy")
 }
