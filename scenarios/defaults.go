@@ -64,10 +64,8 @@ func (s *Scenario) Default() {
 			}
 			setString(&tp.Protocol, "TCP")
 			setString(&tp.Type, "ClusterIP")
-		case st.Wait != nil:
-			if st.Wait.Timeout == nil && st.Wait.Duration == nil {
-				st.Wait.Timeout = NewDuration(DefaultWaitTimeout)
-			}
+		// A wait's timeout stays unset: the runner applies RunOptions.WaitTimeout, else
+		// DefaultWaitTimeout, so that a slow machine can lengthen the default alone.
 		case st.Expect != nil:
 			e := st.Expect
 			if e.Timeout == nil {

@@ -47,6 +47,8 @@ type RunOptions struct {
 	// failure, before the lab goes: StateDir/<scenario>-<backend>-step<N>.txt, named in the
 	// failed case's evidence.
 	StateDir string
+	// WaitTimeout bounds a wait {synced} step that sets no timeout of its own (0: 60 s).
+	WaitTimeout time.Duration
 }
 
 // ModeBackend maps a KubeProxyConfiguration mode to the backend that implements it.
@@ -304,7 +306,10 @@ func (r *backendRun) step(ctx context.Context, st *Step, name string) error {
 		if st.Wait.Duration != nil {
 			return pause(ctx, st.Wait.Duration.Duration)
 		}
-		timeout := 60 * time.Second
+		timeout := r.opts.WaitTimeout
+		if timeout <= 0 {
+			timeout = DefaultWaitTimeout
+		}
 		if st.Wait.Timeout != nil {
 			timeout = st.Wait.Timeout.Duration
 		}

@@ -272,7 +272,7 @@ func TestDefaults(t *testing.T) {
 		ServiceCIDR: "10.96.0.0/12", LoadBalancerPool: "172.18.1.0/24", NodePortRange: "30000-32767"}, s.Topology)
 	assert.Equal(t, "10.244.0.0/16", s.ProxyConfig.ClusterCIDR)
 	assert.Equal(t, time.Second, s.ProxyConfig.IPVS.MinSyncPeriod.Duration)
-	assert.Equal(t, 60*time.Second, s.Steps[0].Wait.Timeout.Duration)
+	assert.Nil(t, s.Steps[0].Wait.Timeout, "the runner applies the wait default (RunOptions.WaitTimeout)")
 	assert.Equal(t, 100, s.Steps[1].Expect.Count)
 	assert.Equal(t, "node-0", s.Steps[1].Expect.To.Node)
 	assert.Equal(t, 1, s.Steps[2].Expect.Count)

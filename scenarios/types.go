@@ -309,7 +309,8 @@ type WaitStep struct {
 	// Duration waits this long, doing nothing (e.g. to let a session affinity entry
 	// expire), at most MaxWaitDuration.
 	Duration *Duration `json:"duration,omitempty"`
-	// Timeout fails the step when the condition does not hold in time (default 60s).
+	// Timeout fails the step when the condition does not hold in time (default 60s, or
+	// what `--wait-timeout` says).
 	Timeout *Duration `json:"timeout,omitempty"`
 }
 

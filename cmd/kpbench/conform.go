@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +15,7 @@ import (
 
 func newConformCmd() *cobra.Command {
 	var backend, out, dir, cases string
+	var waitTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "conform [--backend B[,B...]|all|ours] [--out DIR] [--cases GLOB] [--dir SUITE]",
 		Short: "Run the conformance suite (kube-proxy's e2e behaviours) on each backend",
@@ -52,7 +54,7 @@ Exit status: 0 every case passed (or xfail/xpass/skip), 1 a case failed, 2 bad i
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return fmt.Errorf("conform: %w", err)
 			}
-			rep, runErr := conformance.Run(cmd.Context(), suite, conformance.Options{Backends: backends, Progress: cmd.ErrOrStderr(), StateDir: filepath.Join(out, "state")})
+			rep, runErr := conformance.Run(cmd.Context(), suite, conformance.Options{Backends: backends, Progress: cmd.ErrOrStderr(), StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout})
 			if rep == nil {
 				return runErr
 			}
@@ -75,6 +77,7 @@ Exit status: 0 every case passed (or xfail/xpass/skip), 1 a case failed, 2 bad i
 	cmd.Flags().StringVar(&backend, "backend", "all", "backends to run, comma-separated, all (every backend that runs on this machine) or ours (all but upstream kube-proxy)")
 	cmd.Flags().StringVar(&out, "out", "", "results directory (default out/<time>-conformance)")
 	cmd.Flags().StringVar(&cases, "cases", "*", "run only the cases whose name matches this glob")
+	addWaitTimeoutFlag(cmd, &waitTimeout, os.Getenv)
 	cmd.Flags().StringVar(&dir, "dir", conformance.DefaultDir, "the suite's directory (relative to the working directory)")
 	return cmd
 }

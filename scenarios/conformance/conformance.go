@@ -101,6 +101,9 @@ type Options struct {
 	// StateDir, when set, receives the nodes' state at every failed step
 	// (scenarios.RunOptions.StateDir).
 	StateDir string
+	// WaitTimeout bounds the wait steps that set no timeout
+	// (scenarios.RunOptions.WaitTimeout).
+	WaitTimeout time.Duration
 }
 
 // Result is one case on one backend.
@@ -214,7 +217,7 @@ func Preflight(ctx context.Context, backend string) string {
 // account; o's Backends are not used.
 func RunCase(ctx context.Context, sc *scenarios.Scenario, backend string, o Options) Result {
 	start := time.Now()
-	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: o.Progress, StateDir: o.StateDir})
+	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: o.Progress, StateDir: o.StateDir, WaitTimeout: o.WaitTimeout})
 	out := Result{Case: sc.Name, Description: sc.Description, Backend: backend, Outcome: Pass, Duration: time.Since(start)}
 	if res != nil {
 		out.Steps = res.Cases

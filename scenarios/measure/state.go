@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"kpbench.dev/kpbench/backends/kubeproxy"
 	"kpbench.dev/kpbench/lab/netns"
 	"kpbench.dev/kpbench/scenarios/testbed"
 )
@@ -45,6 +46,9 @@ func WriteNodeState(ctx context.Context, tb *testbed.Testbed, w io.Writer) error
 			}
 			res, err := netns.Exec(ctx, node.NetNSPath, cmd)
 			out := string(res.Stdout)
+			if cmd.Path == "conntrack" {
+				out = dropScrapeFlows(out)
+			}
 			if err != nil {
 				out += fmt.Sprintf("(failed: %v)\n", err) // the error carries stderr
 			} else {
@@ -56,4 +60,37 @@ func WriteNodeState(ctx context.Context, tb *testbed.Testbed, w io.Writer) error
 		}
 	}
 	return nil
+}
+
+// dropScrapeFlows removes from a `conntrack -L` listing the flows of the bench's own
+// scrapes of kube-proxy's /metrics (hundreds per minute, all to port 10249) and says how
+// many it removed.
+func dropScrapeFlows(listing string) string {
+	scrape := fmt.Sprintf(" dport=%d ", kubeproxy.MetricsPort)
+	var b strings.Builder
+	dropped := 0
+	for _, line := range strings.SplitAfter(listing, "\n") {
+		if strings.Contains(originalTuple(line), scrape) {
+			dropped++
+			continue
+		}
+		b.WriteString(line)
+	}
+	if dropped > 0 {
+		fmt.Fprintf(&b, "(left out: %d flow(s) of the bench's own scrapes of kube-proxy's /metrics)\n", dropped)
+	}
+	return b.String()
+}
+
+// originalTuple is the original direction of a conntrack flow line: up to its second
+// "src=", where the reply direction starts, and the space before it.
+func originalTuple(line string) string {
+	first := strings.Index(line, " src=")
+	if first < 0 {
+		return line
+	}
+	if second := strings.Index(line[first+1:], " src="); second >= 0 {
+		return line[:first+2+second] // with the space before the reply
+	}
+	return line
 }
