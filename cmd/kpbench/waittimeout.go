@@ -12,8 +12,8 @@ import (
 )
 
 // emulatedWaitTimeout is the default of --wait-timeout in a microVM guest under TCG:
-// there kube-proxy-ipvs runs ~30 iptables and ipset processes per sync and a sync takes
-// 8-18 s (measured 2026-12-03), so a wait that needs two syncs and a confirmation can
+// there a kube-proxy-ipvs sync, which runs iptables and ipset commands, takes 8-18 s
+// (its own log, 2026-12-03), so a wait that needs two syncs and a confirmation can
 // pass the 60 s that suffice everywhere else.
 const emulatedWaitTimeout = 3 * time.Minute
 
