@@ -47,7 +47,8 @@ type RunOptions struct {
 	// failure, before the lab goes: StateDir/<scenario>-<backend>-step<N>.txt, named in the
 	// failed case's evidence.
 	StateDir string
-	// WaitTimeout bounds a wait {synced} step that sets no timeout of its own (0: 60 s).
+	// WaitTimeout bounds a wait {synced} step that sets no timeout of its own (0:
+	// DefaultWaitTimeout).
 	WaitTimeout time.Duration
 }
 
@@ -175,10 +176,10 @@ func (r *backendRun) run(ctx context.Context) (err error) {
 			if st.Expect == nil { // expectations recorded their own case
 				r.res.Cases = append(r.res.Cases, reports.Case{Name: name, Backend: r.backend, Result: reports.CaseFail, Reason: serr.Error(), Duration: time.Since(t0)})
 			}
-			r.saveState(context.WithoutCancel(ctx), i+1)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			r.saveState(ctx, i+1, name)
 			if !st.ContinueOnFailure {
 				return fmt.Errorf("%s: %w", name, serr)
 			}
@@ -187,10 +188,10 @@ func (r *backendRun) run(ctx context.Context) (err error) {
 	return nil
 }
 
-// saveState writes the nodes' state after failed step n to the state directory (if any)
-// and names the file in the step's case. A failure to write is logged, not returned: the
-// step's own failure is what the run reports.
-func (r *backendRun) saveState(ctx context.Context, n int) {
+// saveState writes the nodes' state after failed step n (called name) to the state
+// directory (if any) and names the file in the step's failed case. A failure to write is
+// logged, not returned: the step's own failure is what the run reports.
+func (r *backendRun) saveState(ctx context.Context, n int, name string) {
 	if r.opts.StateDir == "" {
 		return
 	}
@@ -206,8 +207,10 @@ func (r *backendRun) saveState(ctx context.Context, n int) {
 		return
 	}
 	r.logf("node state after step %d: %s", n, path)
-	c := &r.res.Cases[len(r.res.Cases)-1] // the failed step's case, just recorded
-	c.Evidence = strings.TrimLeft(c.Evidence+"\nnode state at the failure: "+path, "\n")
+	if k := len(r.res.Cases) - 1; k >= 0 && r.res.Cases[k].Name == name && r.res.Cases[k].Result == reports.CaseFail {
+		c := &r.res.Cases[k]
+		c.Evidence = strings.TrimLeft(c.Evidence+"\nnode state at the failure: "+path, "\n")
+	}
 }
 
 // Measurements of the lab's real control plane (lab/controlplane), when the testbed

@@ -14,12 +14,9 @@
 // the API holds, judged from kube-proxy's own metrics, scraped from inside the namespace.
 //
 // The lab is IPv4-only, and kube-proxy runs single-stack: IPv6 is disabled in the node's
-// namespace before it starts (net.ipv6.conf.all.disable_ipv6=1, which kube-proxy reads),
-// as on a node whose kernel has IPv6 off. Dual-stack, v1.37's pending-change gauges,
-// which carry no IP-family label, are written by both families' change trackers, and the
-// IPv6 one resets what the IPv4 one counted, so the wait could not see a change that had
-// arrived during a sync (see singleStack). Every upstream sync figure is therefore the
-// IPv4 proxier's alone, like our backends', which program IPv4 only.
+// namespace before it starts, because dual-stack its pending-change gauges cannot be
+// trusted (see singleStack). Every upstream sync figure is therefore the IPv4 proxier's
+// alone, like our backends', which program IPv4 only.
 //
 // # Metric mapping
 //

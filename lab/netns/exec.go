@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -27,9 +28,9 @@ type Command struct {
 	DiscardStdout bool
 }
 
-// String renders the command line, for error messages.
+// String renders the command line ("ipvsadm -Ln"), for error messages and listings.
 func (c Command) String() string {
-	return fmt.Sprint(append([]string{c.Path}, c.Args...))
+	return strings.Join(append([]string{c.Path}, c.Args...), " ")
 }
 
 // Result is what a Command printed and what it cost.

@@ -3,7 +3,6 @@
 package measure
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,7 +39,7 @@ func TestStateCommands(t *testing.T) {
 		t.Run(tt.backend, func(t *testing.T) {
 			var got []string
 			for _, c := range stateCommands(tt.backend) {
-				got = append(got, strings.TrimSpace(c.Path+" "+strings.Join(c.Args, " ")))
+				got = append(got, c.String())
 			}
 			assert.Equal(t, tt.want, got)
 		})

@@ -19,12 +19,11 @@ import (
 func stateCommands(backend string) []netns.Command {
 	var cmds []netns.Command
 	if c, ok := ruleDumpCommand(backend); ok {
+		cmds = append(cmds, c) // for IPVS, -Ln: weights, active and inactive connections
 		if c.Path == "ipvsadm" {
-			c.Args = append(c.Args, "--stats") // -Ln counters: active and inactive connections per real server
-			cmds = append(cmds, netns.Command{Path: "ipvsadm", Args: []string{"-Ln"}}, c,
-				netns.Command{Path: "ipvsadm", Args: []string{"-Lnc"}})
-		} else {
-			cmds = append(cmds, c)
+			cmds = append(cmds,
+				netns.Command{Path: "ipvsadm", Args: []string{"-Ln", "--stats"}}, // packets and bytes
+				netns.Command{Path: "ipvsadm", Args: []string{"-Lnc"}})           // the connection table
 		}
 	}
 	return append(cmds, netns.Command{Path: "conntrack", Args: []string{"-L"}})
@@ -40,8 +39,7 @@ func stateCommands(backend string) []netns.Command {
 func WriteNodeState(ctx context.Context, tb *testbed.Testbed, w io.Writer) error {
 	for _, node := range tb.Lab.Hosts("node") {
 		for _, cmd := range stateCommands(tb.Backend()) {
-			line := strings.TrimSpace(cmd.Path + " " + strings.Join(cmd.Args, " "))
-			if _, err := fmt.Fprintf(w, "### %s (%s): %s\n", node.Name, tb.Backend(), line); err != nil {
+			if _, err := fmt.Fprintf(w, "### %s (%s): %s\n", node.Name, tb.Backend(), cmd); err != nil {
 				return fmt.Errorf("node state: %w", err)
 			}
 			res, err := netns.Exec(ctx, node.NetNSPath, cmd)
