@@ -33,8 +33,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sync/errgroup"
 
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/lab/echo"
-	"kpbench.dev/kpbench/lab/netns"
 	"kpbench.dev/kpbench/lab/probe"
 )
 

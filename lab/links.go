@@ -15,7 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
 
-	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/internal/netns"
 )
 
 // Interface names inside lab namespaces. Every name we choose starts with "kpb"; eth0 is the

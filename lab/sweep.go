@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/internal/netns"
 )
 
 // sweepNamespaces deletes every named namespace whose name starts with prefix.

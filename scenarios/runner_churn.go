@@ -26,7 +26,7 @@ import (
 	"kpbench.dev/kpbench/reports"
 	"kpbench.dev/kpbench/scenarios/measure"
 	"kpbench.dev/kpbench/scenarios/synth"
-	"kpbench.dev/kpbench/scenarios/testbed"
+	"kpbench.dev/kpbench/testbed"
 )
 
 // Defaults of a churn step's prober (ChurnProbe).

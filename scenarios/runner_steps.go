@@ -25,7 +25,7 @@ import (
 	"kpbench.dev/kpbench/scenarios/check"
 	"kpbench.dev/kpbench/scenarios/measure"
 	"kpbench.dev/kpbench/scenarios/synth"
-	"kpbench.dev/kpbench/scenarios/testbed"
+	"kpbench.dev/kpbench/testbed"
 )
 
 // synthPodsTotal is how many lab pods back the synthetic services (enough for the

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"kpbench.dev/kpbench/lab/manifest"
-	"kpbench.dev/kpbench/scenarios/testbed"
+	"kpbench.dev/kpbench/testbed"
 )
 
 // LabelIPTablesCache is the run label of the iptables backend run with

@@ -15,7 +15,7 @@ import (
 	"kpbench.dev/kpbench/lab/probe"
 	"kpbench.dev/kpbench/scenarios/measure"
 	"kpbench.dev/kpbench/scenarios/synth"
-	"kpbench.dev/kpbench/scenarios/testbed"
+	"kpbench.dev/kpbench/testbed"
 )
 
 // throughputIndex names the throughput measurement's Service: it sorts after every ladder

@@ -23,7 +23,7 @@ const DefaultHealthzPort = 10256
 
 // ListenFunc opens a TCP listener on address ("0.0.0.0:10256") for one of the agent's
 // health servers. In a lab it must open the socket inside the node's network namespace
-// (see lab/netns: a socket keeps the namespace it was made in); tests pass a factory of
+// (see internal/netns: a socket keeps the namespace it was made in); tests pass a factory of
 // loopback listeners.
 type ListenFunc func(ctx context.Context, address string) (net.Listener, error)
 

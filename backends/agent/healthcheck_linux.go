@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"net"
 
-	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/internal/netns"
 )
 
 // NetNSListen returns a ListenFunc that opens its listeners inside the network namespace at

@@ -17,8 +17,8 @@ import (
 
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/all"
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
-	"kpbench.dev/kpbench/lab/netns"
 )
 
 // kernelBackends are the backends of this kernel whose state the restart and tampering

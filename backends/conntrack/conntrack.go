@@ -16,7 +16,7 @@ import (
 	"github.com/ti-mo/conntrack"
 
 	"kpbench.dev/kpbench/backends"
-	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/internal/netns"
 )
 
 // ProtoUDP is IPPROTO_UDP.
@@ -42,7 +42,7 @@ type Table interface {
 type Namespace struct{ Path string }
 
 // DeleteMatching dumps the table and deletes matching entries one by one, on a socket
-// opened inside the namespace (lab/netns.Do; the socket stays there).
+// opened inside the namespace (internal/netns.Do; the socket stays there).
 //
 // Equivalent to: `conntrack -D -p udp --orig-dst $svcIP --orig-port-dst $port --reply-src $ep`.
 func (c Namespace) DeleteMatching(ctx context.Context, match func(Flow) bool) (int, error) {

@@ -16,7 +16,7 @@ import (
 
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/conntrack"
-	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/internal/netns"
 )
 
 // Options configure a Backend. The caller decides when to force full syncs (kube-proxy's

@@ -14,7 +14,7 @@ import (
 
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/conntrack"
-	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/internal/netns"
 )
 
 type exitErr int

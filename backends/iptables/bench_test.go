@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
-	"kpbench.dev/kpbench/lab/netns"
 )
 
 // bigState returns n service ports with 2 ready endpoints each.

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
-	"kpbench.dev/kpbench/lab/netns"
 )
 
 func TestWithCacheHint(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"context"
 	"errors"
 
-	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/internal/netns"
 )
 
 // Flavor selects which iptables binaries program the kernel.
@@ -38,7 +38,7 @@ type execer interface {
 	Run(ctx context.Context, cmd netns.Command) (execResult, error)
 }
 
-// nsExecer runs commands in the namespace at path (lab/netns.Exec: the child inherits the
+// nsExecer runs commands in the namespace at path (internal/netns.Exec: the child inherits the
 // namespace of a thread locked there). A non-zero exit is an error wrapping
 // *exec.ExitError with stderr.
 type nsExecer struct{ path string }

@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
-	"kpbench.dev/kpbench/lab/netns"
 )
 
 // kernelRules returns the node's filter, nat and mangle tables as iptables-save prints them,

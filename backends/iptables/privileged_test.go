@@ -17,8 +17,8 @@ import (
 	vnetns "github.com/vishvananda/netns"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
-	"kpbench.dev/kpbench/lab/netns"
 )
 
 // flavours lists the flavours whose binaries are present, skipping (or failing) otherwise.

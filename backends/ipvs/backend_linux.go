@@ -24,7 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"kpbench.dev/kpbench/backends"
-	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/internal/netns"
 )
 
 // ErrNoIPVS is returned by New and Probe when the node's kernel has no IPVS. Callers (tests,

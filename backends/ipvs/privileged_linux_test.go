@@ -24,8 +24,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
-	"kpbench.dev/kpbench/lab/netns"
 )
 
 // RequireIPVSEnv turns "skip: kernel has no IPVS" into a failure; the VM run of `make test`

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/backends"
-	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/internal/netns"
 )
 
 // ipvsOld and ipvsNew are a node's state before and after a restart: one service loses an

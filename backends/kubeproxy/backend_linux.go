@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"kpbench.dev/kpbench/backends"
-	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/internal/netns"
 )
 
 // Options describe one node's upstream kube-proxy.

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/internal/netns"
 )
 
 // process is one long-running program inside a node's namespace.

@@ -8,7 +8,7 @@ import (
 
 	gnft "github.com/google/nftables"
 
-	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/internal/netns"
 )
 
 // CheckState reports whether what the last successful sync wrote is still in the kernel.

@@ -10,7 +10,7 @@ import (
 	gnft "github.com/google/nftables"
 	"sigs.k8s.io/knftables"
 
-	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/internal/netns"
 )
 
 // nsKernel runs knftables inside a node's network namespace. knftables execs `nft` and

@@ -19,8 +19,8 @@ import (
 	vnetns "github.com/vishvananda/netns"
 	"sigs.k8s.io/knftables"
 
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
-	"kpbench.dev/kpbench/lab/netns"
 )
 
 // kernelBackend returns a Backend on a throwaway namespace, removed after the test.

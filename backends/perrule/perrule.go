@@ -19,7 +19,7 @@ import (
 
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/iptables"
-	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/internal/netns"
 )
 
 // Options configure a Backend.

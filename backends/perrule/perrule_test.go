@@ -15,8 +15,8 @@ import (
 
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/iptables"
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
-	"kpbench.dev/kpbench/lab/netns"
 )
 
 var counters = regexp.MustCompile(` \[\d+:\d+\]`)

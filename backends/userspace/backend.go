@@ -6,7 +6,7 @@
 //
 // For every service port, Sync opens a listener inside the node's network namespace
 // (0.0.0.0:<random port>, TCP or UDP; created on a thread inside the namespace with
-// lab/netns.Do, served by ordinary goroutines afterwards) and writes, with one
+// internal/netns.Do, served by ordinary goroutines afterwards) and writes, with one
 // `iptables-restore --noflush` (iptables-nft) per changed ruleset, the chains of kube-proxy's
 // userspace mode:
 //
@@ -16,7 +16,7 @@
 //
 // The proxy picks endpoints round-robin per service port, with ClientIP affinity when the
 // Service asks for it, and dials them from the node namespace through a small pool of
-// lab/netns.Workers. A failed connect is retried on the next endpoint with growing timeouts
+// internal/netns.Workers. A failed connect is retried on the next endpoint with growing timeouts
 // (kube-proxy's 250ms, 500ms, 1s, 2s). TCP bytes are copied both ways, half-close aware,
 // until both sides have closed or the connection was idle for Options.TCPIdleTimeout. UDP
 // has one session (one socket to the endpoint) per client address, closed after
@@ -50,7 +50,7 @@ import (
 	"time"
 
 	"kpbench.dev/kpbench/backends"
-	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/internal/netns"
 )
 
 // Defaults of Options.
@@ -358,7 +358,7 @@ type execer interface {
 	Run(ctx context.Context, cmd netns.Command) (netns.Result, error)
 }
 
-// nsExecer runs tools with lab/netns.Exec.
+// nsExecer runs tools with internal/netns.Exec.
 type nsExecer struct{ path string }
 
 // Run implements execer.

@@ -9,10 +9,10 @@ import (
 	"net/netip"
 	"time"
 
-	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/internal/netns"
 )
 
-// dialer connects to endpoints from the node namespace: a pool of lab/netns.Workers, each a
+// dialer connects to endpoints from the node namespace: a pool of internal/netns.Workers, each a
 // locked thread inside the namespace, on which net.Dialer creates the socket and waits for
 // the handshake. The pool size is the number of connects in flight.
 type dialer struct {

@@ -17,7 +17,7 @@ import (
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/manifest"
 	"kpbench.dev/kpbench/scenarios/check"
-	"kpbench.dev/kpbench/scenarios/testbed"
+	"kpbench.dev/kpbench/testbed"
 )
 
 func newCheckCmd() *cobra.Command {

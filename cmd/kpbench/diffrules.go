@@ -19,11 +19,11 @@ import (
 
 	"kpbench.dev/kpbench/backends/all"
 	"kpbench.dev/kpbench/backends/kubeproxy"
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/manifest"
-	"kpbench.dev/kpbench/lab/netns"
 	"kpbench.dev/kpbench/scenarios"
-	"kpbench.dev/kpbench/scenarios/testbed"
+	"kpbench.dev/kpbench/testbed"
 )
 
 // ruleFamily is how a backend's rules are dumped: iptables-save or nft list table.

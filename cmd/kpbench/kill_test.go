@@ -18,9 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vishvananda/netlink"
 
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/lab"
-	"kpbench.dev/kpbench/lab/netns"
 )
 
 // childArgsEnv carries the arguments of a kpbench run in a child process of this test

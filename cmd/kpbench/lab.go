@@ -17,8 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/lab"
-	"kpbench.dev/kpbench/lab/netns"
 )
 
 func newLabCmd() *cobra.Command {

@@ -21,9 +21,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/lab"
-	"kpbench.dev/kpbench/lab/netns"
 )
 
 // TestWritesStayInOutAndCache runs a real `kpbench run` on four backends under strace and

@@ -46,7 +46,7 @@
 //     resource version rv (cluster.Cluster's version) is in the API server;
 //     (*Publisher).Stop() ends the mirroring.
 //
-//   - scenarios/testbed: Options.ControlPlane = true makes the testbed start the control plane
+//   - testbed: Options.ControlPlane = true makes the testbed start the control plane
 //     and a publisher after the lab is up; tb.ControlPlane (*controlplane.ControlPlane) is
 //     then non-nil, and is stopped by tb.Close after the backends have been closed.
 package upstream

@@ -33,9 +33,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/upstream"
 	"kpbench.dev/kpbench/lab"
-	"kpbench.dev/kpbench/lab/netns"
 )
 
 // Port is the API server's secure port on the control plane's fabric address.

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/internal/netns"
 )
 
 // logTailLines is how many lines of a component's log an error shows.

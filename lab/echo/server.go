@@ -7,7 +7,7 @@
 //	pod=web-1 ip=10.244.1.5 node=node-1 client=10.0.0.1:40312 port=80 proto=tcp
 //
 // One kpbench process hosts thousands of pods, so there is no process per pod: Serve creates
-// the listening sockets on a thread that has entered the pod's namespace (lab/netns.Do), and
+// the listening sockets on a thread that has entered the pod's namespace (internal/netns.Do), and
 // ordinary goroutines serve them afterwards, since a socket stays in the namespace it was
 // created in.
 //
@@ -26,7 +26,7 @@ import (
 	"sync"
 	"time"
 
-	"kpbench.dev/kpbench/lab/netns"
+	"kpbench.dev/kpbench/internal/netns"
 )
 
 // Identity names the pod an echo server speaks for.

@@ -18,9 +18,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/lab/echo"
-	"kpbench.dev/kpbench/lab/netns"
 	"kpbench.dev/kpbench/lab/probe"
 	"kpbench.dev/kpbench/lab/probe/probetest"
 )

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/lab/echo"
-	"kpbench.dev/kpbench/lab/netns"
 )
 
 // requireHostNamespace skips when the test itself runs inside a lab-like namespace (e.g.

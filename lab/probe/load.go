@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/lab/echo"
-	"kpbench.dev/kpbench/lab/netns"
 )
 
 // LoadMode is what each operation of a load is.

@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/lab/echo"
-	"kpbench.dev/kpbench/lab/netns"
 )
 
 // Once runs one request probe (see Prober.Request) on the calling goroutine's thread, in

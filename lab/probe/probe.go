@@ -3,10 +3,10 @@
 // total request latency, which pod answered and which client address it saw.
 //
 // Every socket is created on a thread inside a lab namespace, and every send path checks
-// with lab/netns.Guard, on the thread that creates the socket, that this thread is not in
+// with internal/netns.Guard, on the thread that creates the socket, that this thread is not in
 // the host's root namespace: a probe sent from there would leave the machine.
 //
-// A Prober owns a small pool of lab/netns.Workers (locked threads inside one namespace).
+// A Prober owns a small pool of internal/netns.Workers (locked threads inside one namespace).
 // Only what needs the namespace runs on a worker: the guard, the socket and its connect
 // (net.Dialer does all three on the calling thread, and waits for the handshake there; the
 // goroutine stays locked, so its thread never leaves the namespace). A socket keeps its

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/lab/echo"
-	"kpbench.dev/kpbench/lab/netns"
 )
 
 // ErrClosed is returned by probes on a closed Prober.

@@ -23,7 +23,7 @@ import (
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/probe"
 	"kpbench.dev/kpbench/reports/stats"
-	"kpbench.dev/kpbench/scenarios/testbed"
+	"kpbench.dev/kpbench/testbed"
 )
 
 // Verdict of one path.

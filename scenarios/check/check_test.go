@@ -15,7 +15,7 @@ import (
 	"kpbench.dev/kpbench/internal/upstream/upstreamtest"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/manifest"
-	"kpbench.dev/kpbench/scenarios/testbed"
+	"kpbench.dev/kpbench/testbed"
 )
 
 const deployment = `apiVersion: apps/v1

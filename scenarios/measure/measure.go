@@ -27,7 +27,7 @@ import (
 	"kpbench.dev/kpbench/lab/probe"
 	"kpbench.dev/kpbench/reports"
 	"kpbench.dev/kpbench/reports/stats"
-	"kpbench.dev/kpbench/scenarios/testbed"
+	"kpbench.dev/kpbench/testbed"
 )
 
 // Measurement is one named series of raw samples with its parameters.

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"kpbench.dev/kpbench/lab/netns"
-	"kpbench.dev/kpbench/scenarios/testbed"
+	"kpbench.dev/kpbench/internal/netns"
+	"kpbench.dev/kpbench/testbed"
 )
 
 // KernelRules counts what a backend left in node 0's kernel: `-A` rules in iptables-save

@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"kpbench.dev/kpbench/backends/kubeproxy"
-	"kpbench.dev/kpbench/lab/netns"
-	"kpbench.dev/kpbench/scenarios/testbed"
+	"kpbench.dev/kpbench/internal/netns"
+	"kpbench.dev/kpbench/testbed"
 )
 
 // stateCommands are what WriteNodeState runs in each node's namespace for backend: its rule

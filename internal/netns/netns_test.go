@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
-	"kpbench.dev/kpbench/lab/netns"
 )
 
 // TestDeleteAfterIproute2 reproduces the leak that left an undeletable namespace on the
