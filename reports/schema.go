@@ -41,6 +41,10 @@ type Results struct {
 	Runs []Run `json:"runs"`
 	// Cases holds the expectation and conformance outcomes.
 	Cases []Case `json:"cases,omitempty"`
+	// Metrics declares every measurement of Runs: unit, better direction, gated or not,
+	// the samples a verdict needs (metric.go). Files written before declarations existed
+	// have none; readers then take the declarations of the measurement registry.
+	Metrics []Metric `json:"metrics,omitempty"`
 }
 
 // Environment records what a run's figures depend on, so that two runs can be told apart
