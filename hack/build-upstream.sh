@@ -2,6 +2,8 @@
 # Builds the upstream reference binaries kpbench runs (issue 11) from their Go modules, with
 # the versions pinned in tools/upstream/go.mod and internal/upstream:
 #   kube-apiserver, kube-proxy   k8s.io/kubernetes (staging modules replaced by their v0 releases)
+#   kube-controller-manager, kube-scheduler, kubectl
+#                                the rest of a control plane, for `kpbench cluster up` (issue 25)
 #   etcd                         go.etcd.io/etcd/server/v3 (the version kubernetes' go.mod pins)
 # into $KPBENCH_UPSTREAM_DIR or /var/cache/kpbench/upstream/<version>/bin. Idempotent: a binary
 # that exists and reports the pinned version is not rebuilt (FORCE=1 rebuilds). A cold build
@@ -22,10 +24,17 @@ mkdir -p "$bin"
 minor=${kver#v*.}; minor=${minor%%.*}
 major=${kver#v}; major=${major%%.*}
 # Without these the binaries report v0.0.0-master, which kubectl and client-go cannot parse.
-kldflags="-s -w -X k8s.io/component-base/version.gitVersion=$kver -X k8s.io/component-base/version.gitMajor=$major -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z"
+vflags() { # vflags PKG: the version variables of one version package
+	echo "-X $1.gitVersion=$kver -X $1.gitMajor=$major -X $1.gitMinor=$minor -X $1.gitTreeState=clean -X $1.buildDate=1970-01-01T00:00:00Z"
+}
+kldflags="-s -w $(vflags k8s.io/component-base/version) $(vflags k8s.io/client-go/pkg/version)"
 
-# have NAME WANT: the binary exists and its --version output contains WANT
-have() { [[ ${FORCE:-0} != 1 && -x $bin/$1 ]] && "$bin/$1" --version 2>/dev/null | grep -qF -- "$2"; }
+# have NAME WANT [ARGS]: the binary exists and its version output (ARGS, default --version)
+# contains WANT
+have() {
+	local name=$1 want=$2; shift 2
+	[[ ${FORCE:-0} != 1 && -x $bin/$name ]] && "$bin/$name" "${@:---version}" 2>/dev/null | grep -qF -- "$want"
+}
 
 build() { # build NAME PACKAGE LDFLAGS
 	local name=$1 pkg=$2 ldflags=$3 start=$SECONDS
@@ -38,4 +47,7 @@ build() { # build NAME PACKAGE LDFLAGS
 have kube-apiserver "Kubernetes $kver" || build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$kldflags"
 have kube-proxy "Kubernetes $kver" || build kube-proxy k8s.io/kubernetes/cmd/kube-proxy "$kldflags"
 have etcd "etcd Version: ${ever#v}" || build etcd go.etcd.io/etcd/server/v3 "-s -w"
-echo "build-upstream: kube-apiserver, kube-proxy $kver and etcd $ever in $bin"
+have kube-controller-manager "Kubernetes $kver" || build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$kldflags"
+have kube-scheduler "Kubernetes $kver" || build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$kldflags"
+have kubectl "Client Version: $kver" version --client || build kubectl k8s.io/kubernetes/cmd/kubectl "$kldflags"
+echo "build-upstream: kube-apiserver, kube-proxy, kube-controller-manager, kube-scheduler, kubectl $kver and etcd $ever in $bin"
