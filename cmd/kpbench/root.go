@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -84,7 +85,35 @@ and measures them with real traffic.`,
 		Args:          cobra.NoArgs,
 	}
 	root.AddCommand(newLabCmd(), newCheckCmd(), newRunCmd(), newConformCmd(), newReportCmd(), newCompareCmd(), newVMCmd(), newVersionCmd(), newDiffRulesCmd())
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command that only groups others (root, lab, vm...)
+// refuse an argument that names no subcommand, with exit 2 and the closest names, instead
+// of cobra's default of printing the help and exiting 0: a typo in a CI script must fail.
+// Without arguments such a command does what it did (most print their help).
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if !c.HasSubCommands() {
+		return
+	}
+	c.SuggestionsMinimumDistance = 2
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf("; did you mean %s?", strings.Join(s, ", "))
+		}
+		return badInput("%s\nsee '%s --help'", msg, cmd.CommandPath())
+	}
+	if !c.Runnable() {
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
 }
 
 // requireRoot is the PreRunE of commands that touch namespaces.
