@@ -36,12 +36,12 @@ have() {
 	[[ ${FORCE:-0} != 1 && -x $bin/$name ]] && "$bin/$name" "${@:---version}" 2>/dev/null | grep -qF -- "$want"
 }
 
-build() { # build NAME PACKAGE LDFLAGS
-	local name=$1 pkg=$2 ldflags=$3 start=$SECONDS
+build() { # build NAME PACKAGE LDFLAGS [VERSION-ARGS]
+	local name=$1 pkg=$2 ldflags=$3 start=$SECONDS; shift 3
 	echo "build-upstream: building $name ($pkg) into $bin"
 	(cd "$mod" && GOWORK=off CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags "$ldflags" -o "$bin/.$name.tmp" "$pkg")
 	mv -f "$bin/.$name.tmp" "$bin/$name"
-	echo "build-upstream: $name built in $((SECONDS - start)) s: $("$bin/$name" --version 2>&1 | head -1)"
+	echo "build-upstream: $name built in $((SECONDS - start)) s: $("$bin/$name" "${@:---version}" 2>&1 | head -1)"
 }
 
 have kube-apiserver "Kubernetes $kver" || build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$kldflags"
@@ -49,5 +49,5 @@ have kube-proxy "Kubernetes $kver" || build kube-proxy k8s.io/kubernetes/cmd/kub
 have etcd "etcd Version: ${ever#v}" || build etcd go.etcd.io/etcd/server/v3 "-s -w"
 have kube-controller-manager "Kubernetes $kver" || build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$kldflags"
 have kube-scheduler "Kubernetes $kver" || build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$kldflags"
-have kubectl "Client Version: $kver" version --client || build kubectl k8s.io/kubernetes/cmd/kubectl "$kldflags"
+have kubectl "Client Version: $kver" version --client || build kubectl k8s.io/kubernetes/cmd/kubectl "$kldflags" version --client
 echo "build-upstream: kube-apiserver, kube-proxy, kube-controller-manager, kube-scheduler, kubectl $kver and etcd $ever in $bin"
