@@ -52,14 +52,12 @@ type RunOptions struct {
 	WaitTimeout time.Duration
 }
 
-// ModeBackend maps a KubeProxyConfiguration mode to the backend that implements it.
+// ModeBackend maps a KubeProxyConfiguration mode to the backend that implements it
+// (backends/all.ForMode); a mode no backend implements is returned as it is, for the
+// backend validation's error.
 func ModeBackend(mode string) string {
-	switch mode {
-	case "", ModeIPTables:
-		return "iptables"
-	default:
-		return mode
-	}
+	b, _ := all.ForMode(mode)
+	return b
 }
 
 // Run executes the scenario on every backend and returns the results: raw measurements per
@@ -133,7 +131,7 @@ func (r *backendRun) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if opts.Settings.IPTablesWholeTableCache && r.backend == "iptables" {
+	if f, _ := all.Lookup(r.backend); opts.Settings.IPTablesWholeTableCache && f.Caps.WholeTableCache {
 		r.res.Label(r.backend, LabelIPTablesCache, "whole-table")
 	}
 	start := time.Now()

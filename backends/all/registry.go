@@ -1,0 +1,140 @@
+//go:build linux
+
+package all
+
+import (
+	"path/filepath"
+
+	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/backends/conntrack"
+	"kpbench.dev/kpbench/backends/iptables"
+	"kpbench.dev/kpbench/backends/ipvs"
+	"kpbench.dev/kpbench/backends/kubeproxy"
+	"kpbench.dev/kpbench/backends/nftables"
+	"kpbench.dev/kpbench/backends/perrule"
+	"kpbench.dev/kpbench/backends/userspace"
+	"kpbench.dev/kpbench/internal/netns"
+)
+
+// factory builds a backend for one node.
+type factory func(n Node, s Settings) (backends.Backend, error)
+
+// entry is one registered backend: its facts and its factory.
+type entry struct {
+	Facts
+	build factory
+}
+
+func lockFile(n Node) string { return filepath.Join(n.StateDir, "xtables-"+n.Name+".lock") }
+
+// The rule dumps of each family. kube-proxy runs the host's iptables, which is
+// iptables-nft on Debian, so its iptables mode is dumped like ours.
+var (
+	dumpIPTablesNFT    = netns.Command{Path: "iptables-nft-save"}
+	dumpIPTablesLegacy = netns.Command{Path: "iptables-legacy-save"}
+	dumpNFTables       = netns.Command{Path: "nft", Args: nftables.DumpArgs()}
+	dumpIPVS           = netns.Command{Path: "ipvsadm", Args: ipvs.DumpArgs()}
+)
+
+// ipvsState explains an IPVS node beyond -Ln (weights, active and inactive connections):
+// packets and bytes per server, and the connection table with each entry's state and
+// expiry.
+var ipvsState = []netns.Command{
+	{Path: "ipvsadm", Args: []string{"-Ln", "--stats"}},
+	{Path: "ipvsadm", Args: []string{"-Lnc"}},
+}
+
+var (
+	normalizeIPTables = &Normalizer{Kind: "iptables-save", Normalize: kubeproxy.NormalizeIPTables}
+	normalizeNFT      = &Normalizer{Kind: "nft", Normalize: kubeproxy.NormalizeNFT}
+)
+
+// registry returns every backend, built fresh on each call (no package-level state).
+func registry() []entry {
+	return []entry{
+		{
+			Facts: Facts{
+				Name: "iptables", Doc: "kube-proxy's iptables mode, written by kpbench with iptables-nft-restore",
+				Family: FamilyIPTablesNFT, Mode: ModeIPTables, ModeDefault: true,
+				Dump: dumpIPTablesNFT, CountRules: iptables.CountSavedRules, Normalizer: normalizeIPTables,
+				Caps: Capabilities{WholeTableCache: true},
+			},
+			build: func(n Node, s Settings) (backends.Backend, error) {
+				return iptables.New(iptables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Flavor: iptables.FlavorNFT, LockFile: lockFile(n), MasqueradeBit: s.MasqueradeBit, WholeTableCache: s.IPTablesWholeTableCache}), nil
+			},
+		},
+		{
+			Facts: Facts{
+				Name: "iptables-legacy", Doc: "the iptables mode through iptables-legacy (x_tables, whole-table replacement)",
+				Family: FamilyIPTablesLegacy, Mode: ModeIPTables,
+				Dump: dumpIPTablesLegacy, CountRules: iptables.CountSavedRules, Normalizer: normalizeIPTables,
+			},
+			build: func(n Node, s Settings) (backends.Backend, error) {
+				return iptables.New(iptables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Flavor: iptables.FlavorLegacy, LockFile: lockFile(n), MasqueradeBit: s.MasqueradeBit}), nil
+			},
+		},
+		{
+			Facts: Facts{
+				Name: "iptables-perrule", Doc: "the iptables mode's rules applied one iptables-legacy call per rule (go-iptables), as proxies did before 2017; hours at the ladder's sizes",
+				Family: FamilyIPTablesLegacy, Mode: ModeIPTables,
+				Dump: dumpIPTablesLegacy, CountRules: iptables.CountSavedRules, Normalizer: normalizeIPTables,
+				Caps: Capabilities{PerRuleTiming: true, ExplicitOnly: true},
+			},
+			build: func(n Node, s Settings) (backends.Backend, error) {
+				return perrule.New(perrule.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Flavor: iptables.FlavorLegacy, MasqueradeBit: s.MasqueradeBit}), nil
+			},
+		},
+		{
+			Facts: Facts{
+				Name: "ipvs", Doc: "kube-proxy's IPVS mode: virtual servers over netlink, ipsets and a constant iptables-nft ruleset",
+				Family: FamilyIPVS, Mode: ModeIPVS, ModeDefault: true,
+				Dump: dumpIPVS, CountRules: ipvs.CountListed, State: ipvsState,
+				Caps: Capabilities{IPVSExperiments: true, NeedsIPVS: true},
+			},
+			build: func(n Node, s Settings) (backends.Backend, error) {
+				return ipvs.New(ipvs.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Scheduler: s.Scheduler, MasqueradeBit: s.MasqueradeBit})
+			},
+		},
+		{
+			Facts: Facts{
+				Name: "userspace", Doc: "kube-proxy's original userspace mode: a proxy in kpbench's process behind iptables-nft redirects",
+				Family: FamilyUserspace, Mode: ModeIPTables,
+				Dump: dumpIPTablesNFT, CountRules: iptables.CountSavedRules,
+			},
+			build: func(n Node, s Settings) (backends.Backend, error) {
+				return userspace.New(userspace.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, LockFile: lockFile(n)})
+			},
+		},
+		{
+			Facts: Facts{
+				Name: "nftables", Doc: "kube-proxy's nftables mode, written by kpbench with knftables",
+				Family: FamilyNFTables, Mode: ModeNFTables, ModeDefault: true,
+				Dump: dumpNFTables, CountRules: nftables.CountListed, Normalizer: normalizeNFT,
+			},
+			build: func(n Node, s Settings) (backends.Backend, error) {
+				b, err := nftables.New(nftables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath})
+				if err != nil {
+					return nil, err
+				}
+				return conntrack.WithUDPCleanup(b, n.NetNSPath), nil
+			},
+		},
+		kubeProxyEntry(kubeproxy.ModeIPTables, FamilyIPTablesNFT, ModeIPTables, dumpIPTablesNFT, iptables.CountSavedRules, nil, normalizeIPTables, false),
+		kubeProxyEntry(kubeproxy.ModeNFTables, FamilyNFTables, ModeNFTables, dumpNFTables, nftables.CountListed, nil, normalizeNFT, false),
+		kubeProxyEntry(kubeproxy.ModeIPVS, FamilyIPVS, ModeIPVS, dumpIPVS, ipvs.CountListed, ipvsState, nil, true),
+	}
+}
+
+// kubeProxyEntry registers upstream kube-proxy in mode: its rules are those of the family
+// it writes.
+func kubeProxyEntry(mode kubeproxy.Mode, family RuleFamily, cfgMode string, dump netns.Command, count func([]byte) (int, error), state []netns.Command, norm *Normalizer, needsIPVS bool) entry {
+	return entry{
+		Facts: Facts{
+			Name: "kube-proxy-" + string(mode), Doc: "upstream kube-proxy in " + string(mode) + " mode (make upstream), reading the lab's API server",
+			Family: family, Mode: cfgMode,
+			Dump: dump, CountRules: count, State: state, Normalizer: norm,
+			Caps: Capabilities{NeedsAPIServer: true, NeedsIPVS: needsIPVS},
+		},
+		build: kubeProxy(mode),
+	}
+}
