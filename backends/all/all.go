@@ -55,15 +55,26 @@ type Settings struct {
 	MinSyncPeriod, SyncPeriod time.Duration
 	ClusterCIDR               netip.Prefix
 	MasqueradeAll             bool
+	// ToolRoot is a prepared root directory (a Debian root of another release: `kpbench
+	// tools prepare`) that every external tool of our backends runs from, chrooted inside
+	// the node's namespace: nft, iptables of both flavours, ipset, and the node state's
+	// ipvsadm and conntrack. Empty (the zero value): the host's tools. Upstream kube-proxy
+	// runs its own tools and refuses a root.
+	ToolRoot string
 }
 
 // Tools returns how the tools of backends with these settings run in the namespace at
 // nsPath.
-func (s Settings) Tools(nsPath string) netns.Tools { return netns.Tools{NSPath: nsPath} }
+func (s Settings) Tools(nsPath string) netns.Tools {
+	return netns.Tools{NSPath: nsPath, Root: s.ToolRoot}
+}
 
 // kubeProxy builds a factory for upstream kube-proxy in mode.
 func kubeProxy(mode kubeproxy.Mode) factory {
 	return func(n Node, s Settings) (backends.Backend, error) {
+		if s.ToolRoot != "" {
+			return nil, fmt.Errorf("node %s: kube-proxy-%s runs the host's nft, iptables and ipset itself: a tool root (%s) is not supported for upstream kube-proxy", n.Name, mode, s.ToolRoot)
+		}
 		bin, err := upstream.Binary(upstream.KubeProxy)
 		if err != nil {
 			return nil, err

@@ -3,6 +3,10 @@
 package all
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
 	"path/filepath"
 
 	"kpbench.dev/kpbench/backends"
@@ -25,7 +29,23 @@ type entry struct {
 	build factory
 }
 
-func lockFile(n Node) string { return filepath.Join(n.StateDir, "xtables-"+n.Name+".lock") }
+// lockFile is the node's own xtables lock (XTABLES_LOCKFILE), so that parallel syncs of
+// legacy iptables on several nodes do not wait for each other. With a tool root the tools
+// run chrooted and read the path inside the root: the lock is then
+// ROOT/run/kpbench/xtables-NODE-HASH.lock, HASH telling apart labs with the same node
+// names, and the root must be writable there.
+func lockFile(n Node, s Settings) (string, error) {
+	name := "xtables-" + n.Name + ".lock"
+	if s.ToolRoot == "" {
+		return filepath.Join(n.StateDir, name), nil
+	}
+	sum := sha256.Sum256([]byte(n.StateDir))
+	dir := "/run/kpbench"
+	if err := os.MkdirAll(filepath.Join(s.ToolRoot, dir), 0o755); err != nil {
+		return "", fmt.Errorf("node %s: xtables lock in tool root %s: %w (legacy iptables takes its lock there)", n.Name, s.ToolRoot, err)
+	}
+	return filepath.Join(dir, "xtables-"+n.Name+"-"+hex.EncodeToString(sum[:4])+".lock"), nil
+}
 
 // The rule dumps of each family. kube-proxy runs the host's iptables, which is
 // iptables-nft on Debian, so its iptables mode is dumped like ours.
@@ -60,7 +80,11 @@ func registry() []entry {
 				Caps: Capabilities{WholeTableCache: true},
 			},
 			build: func(n Node, s Settings) (backends.Backend, error) {
-				return iptables.New(iptables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Flavor: iptables.FlavorNFT, LockFile: lockFile(n), MasqueradeBit: s.MasqueradeBit, WholeTableCache: s.IPTablesWholeTableCache}), nil
+				lock, err := lockFile(n, s)
+				if err != nil {
+					return nil, err
+				}
+				return iptables.New(iptables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, ToolRoot: s.ToolRoot, Flavor: iptables.FlavorNFT, LockFile: lock, MasqueradeBit: s.MasqueradeBit, WholeTableCache: s.IPTablesWholeTableCache}), nil
 			},
 		},
 		{
@@ -70,7 +94,11 @@ func registry() []entry {
 				Dump: dumpIPTablesLegacy, CountRules: iptables.CountSavedRules, Normalizer: normalizeIPTables,
 			},
 			build: func(n Node, s Settings) (backends.Backend, error) {
-				return iptables.New(iptables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Flavor: iptables.FlavorLegacy, LockFile: lockFile(n), MasqueradeBit: s.MasqueradeBit}), nil
+				lock, err := lockFile(n, s)
+				if err != nil {
+					return nil, err
+				}
+				return iptables.New(iptables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, ToolRoot: s.ToolRoot, Flavor: iptables.FlavorLegacy, LockFile: lock, MasqueradeBit: s.MasqueradeBit}), nil
 			},
 		},
 		{
@@ -81,7 +109,7 @@ func registry() []entry {
 				Caps: Capabilities{PerRuleTiming: true, ExplicitOnly: true},
 			},
 			build: func(n Node, s Settings) (backends.Backend, error) {
-				return perrule.New(perrule.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Flavor: iptables.FlavorLegacy, MasqueradeBit: s.MasqueradeBit}), nil
+				return perrule.New(perrule.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, ToolRoot: s.ToolRoot, Flavor: iptables.FlavorLegacy, MasqueradeBit: s.MasqueradeBit}), nil
 			},
 		},
 		{
@@ -92,7 +120,7 @@ func registry() []entry {
 				Caps: Capabilities{IPVSExperiments: true, NeedsIPVS: true},
 			},
 			build: func(n Node, s Settings) (backends.Backend, error) {
-				return ipvs.New(ipvs.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Scheduler: s.Scheduler, MasqueradeBit: s.MasqueradeBit})
+				return ipvs.New(ipvs.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, ToolRoot: s.ToolRoot, Scheduler: s.Scheduler, MasqueradeBit: s.MasqueradeBit})
 			},
 		},
 		{
@@ -102,7 +130,11 @@ func registry() []entry {
 				Dump: dumpIPTablesNFT, CountRules: iptables.CountSavedRules,
 			},
 			build: func(n Node, s Settings) (backends.Backend, error) {
-				return userspace.New(userspace.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, LockFile: lockFile(n)})
+				lock, err := lockFile(n, s)
+				if err != nil {
+					return nil, err
+				}
+				return userspace.New(userspace.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, ToolRoot: s.ToolRoot, LockFile: lock})
 			},
 		},
 		{
@@ -112,7 +144,7 @@ func registry() []entry {
 				Dump: dumpNFTables, CountRules: nftables.CountListed, Normalizer: normalizeNFT,
 			},
 			build: func(n Node, s Settings) (backends.Backend, error) {
-				b, err := nftables.New(nftables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath})
+				b, err := nftables.New(nftables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, ToolRoot: s.ToolRoot})
 				if err != nil {
 					return nil, err
 				}

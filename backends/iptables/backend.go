@@ -26,6 +26,9 @@ type Options struct {
 	NodeName string
 	// NetNSPath is the node's network namespace (/run/netns/<name>); every tool runs there.
 	NetNSPath string
+	// ToolRoot is a prepared root directory the tools run from, chrooted (netns.Tools);
+	// empty: the host's. LockFile is then a path inside it.
+	ToolRoot string
 	// Flavor selects iptables-nft (default) or iptables-legacy.
 	Flavor Flavor
 	// LockFile is exported as XTABLES_LOCKFILE to every tool, so that nodes do not share
@@ -76,7 +79,7 @@ func New(opts Options) *Backend {
 	if opts.MasqueradeBit == 0 {
 		opts.MasqueradeBit = DefaultMasqueradeBit
 	}
-	return newBackend(opts, nsExecer{path: opts.NetNSPath}, conntrack.Namespace{Path: opts.NetNSPath})
+	return newBackend(opts, netns.Tools{NSPath: opts.NetNSPath, Root: opts.ToolRoot}, conntrack.Namespace{Path: opts.NetNSPath})
 }
 
 func newBackend(opts Options, ex execer, ct conntrack.Table) *Backend {
@@ -112,12 +115,12 @@ func (b *Backend) RestoreFailures() int {
 }
 
 func (b *Backend) run(ctx context.Context, path string, stdin []byte, args ...string) (execResult, error) {
-	return b.exec.Run(ctx, netns.Command{Path: path, Args: b.lockArgs(args), Stdin: stdin, Env: b.env})
+	return b.exec.Exec(ctx, netns.Command{Path: path, Args: b.lockArgs(args), Stdin: stdin, Env: b.env})
 }
 
 // runDiscarding is run for a tool whose standard output nobody reads.
 func (b *Backend) runDiscarding(ctx context.Context, path string, stdin []byte, args ...string) (execResult, error) {
-	return b.exec.Run(ctx, netns.Command{Path: path, Args: b.lockArgs(args), Stdin: stdin, Env: b.env, DiscardStdout: true})
+	return b.exec.Exec(ctx, netns.Command{Path: path, Args: b.lockArgs(args), Stdin: stdin, Env: b.env, DiscardStdout: true})
 }
 
 // lockArgs gives "-w" the configured lock wait in seconds.

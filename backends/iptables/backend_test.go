@@ -28,7 +28,7 @@ type fakeExec struct {
 	respond func(cmd netns.Command) (execResult, error)
 }
 
-func (f *fakeExec) Run(_ context.Context, cmd netns.Command) (execResult, error) {
+func (f *fakeExec) Exec(_ context.Context, cmd netns.Command) (execResult, error) {
 	f.cmds = append(f.cmds, cmd)
 	if f.respond != nil {
 		return f.respond(cmd)

@@ -101,7 +101,7 @@ func TestPrivilegedCacheHintSameRules(t *testing.T) {
 	dumps := map[bool][]string{}
 	for _, hint := range []bool{false, true} {
 		_, path := testutil.NewNetNS(t)
-		fx := &countingExec{inner: nsExecer{path: path}}
+		fx := &countingExec{inner: netns.Tools{NSPath: path}}
 		b := newBackend(Options{NodeName: "n", NetNSPath: path, Flavor: FlavorNFT, LockFile: filepath.Join(t.TempDir(), "lock"), WholeTableCache: hint}, fx, &fakeCT{})
 		b.hintWork = 0 // hint every restore, however small
 		st := bigState(50)
@@ -129,11 +129,11 @@ type countingExec struct {
 	hinted int
 }
 
-func (c *countingExec) Run(ctx context.Context, cmd netns.Command) (execResult, error) {
+func (c *countingExec) Exec(ctx context.Context, cmd netns.Command) (execResult, error) {
 	if strings.Contains(string(cmd.Stdin), "\n*nat\n-S\n") {
 		c.hinted++
 	}
-	return c.inner.Run(ctx, cmd)
+	return c.inner.Exec(ctx, cmd)
 }
 
 // comparableSave drops iptables-save's comment and timestamp lines.

@@ -236,7 +236,7 @@ func TestFaultTamperingDetected(t *testing.T) {
 			_, restore, _ := f.Binaries()
 			in := "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n" +
 				"*mangle\n:PREROUTING ACCEPT [0:0]\nCOMMIT\n"
-			_, err := nsExecer{path: path}.Run(context.Background(), netns.Command{Path: restore, Args: []string{"-w"}, Stdin: []byte(in)})
+			_, err := netns.Tools{NSPath: path}.Exec(context.Background(), netns.Command{Path: restore, Args: []string{"-w"}, Stdin: []byte(in)})
 			require.NoError(t, err)
 		}, "chain KUBE-PROXY-CANARY is gone from table mangle"},
 	}

@@ -33,7 +33,7 @@ func requireFlavour(t testing.TB, f Flavor) {
 func save(t testing.TB, path string, f Flavor, table string) string {
 	t.Helper()
 	_, _, s := f.Binaries()
-	out, err := nsExecer{path: path}.Run(context.Background(), netns.Command{Path: s, Args: []string{"-t", table}})
+	out, err := netns.Tools{NSPath: path}.Exec(context.Background(), netns.Command{Path: s, Args: []string{"-t", table}})
 	require.NoError(t, err)
 	return string(out.Stdout)
 }
@@ -41,7 +41,7 @@ func save(t testing.TB, path string, f Flavor, table string) string {
 func ipt(t testing.TB, path string, f Flavor, args ...string) error {
 	t.Helper()
 	bin, _, _ := f.Binaries()
-	_, err := nsExecer{path: path}.Run(context.Background(), netns.Command{Path: bin, Args: append([]string{"-w"}, args...)})
+	_, err := netns.Tools{NSPath: path}.Exec(context.Background(), netns.Command{Path: bin, Args: append([]string{"-w"}, args...)})
 	return err
 }
 

@@ -37,6 +37,9 @@ type Options struct {
 	NodeName string
 	// NetNSPath is the node's network namespace (/run/netns/<name>).
 	NetNSPath string
+	// ToolRoot is a prepared root directory that ipset and iptables run from, chrooted
+	// (netns.Tools); empty: the host's.
+	ToolRoot string
 	// Scheduler is the IPVS scheduler of every virtual server ("" = rr); see Schedulers.
 	Scheduler string
 	// StrictARP sets arp_ignore=1 and arp_announce=2, so the node does not answer ARP for
@@ -46,15 +49,10 @@ type Options struct {
 	MasqueradeBit int
 }
 
-// execer runs a tool inside the node's namespace; the real one is netns.Exec.
+// execer runs a tool inside the node's namespace; the real one is netns.Tools (the host's
+// tools or a tool root's).
 type execer interface {
-	Run(ctx context.Context, cmd netns.Command) (netns.Result, error)
-}
-
-type nsExecer struct{ path string }
-
-func (e nsExecer) Run(ctx context.Context, cmd netns.Command) (netns.Result, error) {
-	return netns.Exec(ctx, e.path, cmd)
+	Exec(ctx context.Context, cmd netns.Command) (netns.Result, error)
 }
 
 // Backend is the "ipvs" proxy mode for one node. It is safe for concurrent use (syncs are
@@ -118,7 +116,7 @@ func New(opts Options) (*Backend, error) {
 	if err := Probe(opts.NetNSPath); err != nil {
 		return nil, err
 	}
-	b := &Backend{opts: opts, exec: nsExecer{path: opts.NetNSPath}, needFull: true}
+	b := &Backend{opts: opts, exec: netns.Tools{NSPath: opts.NetNSPath, Root: opts.ToolRoot}, needFull: true}
 	var err error
 	if b.ipvs, err = mipvs.New(opts.NetNSPath); err != nil {
 		return nil, fmt.Errorf("ipvs backend for %s: ipvs handle: %w", opts.NodeName, err)
@@ -237,7 +235,7 @@ func (b *Backend) sync(ctx context.Context, desired *backends.State) (backends.S
 	if full || len(changedSets) > 0 {
 		sets.WriteRestore(&in, changedSets)
 		res.Bytes += in.Len()
-		if _, err := b.exec.Run(ctx, netns.Command{Path: "ipset", Args: []string{"restore"}, Stdin: []byte(in.String())}); err != nil {
+		if _, err := b.exec.Exec(ctx, netns.Command{Path: "ipset", Args: []string{"restore"}, Stdin: []byte(in.String())}); err != nil {
 			res.Apply += time.Since(applyStart)
 			return res, fmt.Errorf("ipset restore: %w", err)
 		}
@@ -504,7 +502,7 @@ func addr32(a netip.Addr) *netlink.Addr {
 func (b *Backend) presentJumps(ctx context.Context) ([]Jump, error) {
 	var present []Jump
 	for _, table := range []string{"nat", "filter"} {
-		out, err := b.exec.Run(ctx, netns.Command{Path: "iptables-nft-save", Args: []string{"-t", table}})
+		out, err := b.exec.Exec(ctx, netns.Command{Path: "iptables-nft-save", Args: []string{"-t", table}})
 		if err != nil {
 			return nil, err
 		}
@@ -539,7 +537,7 @@ func (b *Backend) writeRules(ctx context.Context, cfg RulesConfig) (int, error) 
 	}
 	var in strings.Builder
 	WriteRules(&in, cfg, missing)
-	if _, err := b.exec.Run(ctx, netns.Command{Path: "iptables-nft-restore", Args: []string{"-w", "--noflush"}, Stdin: []byte(in.String())}); err != nil {
+	if _, err := b.exec.Exec(ctx, netns.Command{Path: "iptables-nft-restore", Args: []string{"-w", "--noflush"}, Stdin: []byte(in.String())}); err != nil {
 		return in.Len(), fmt.Errorf("iptables-restore: %w", err)
 	}
 	return in.Len(), nil
@@ -572,11 +570,11 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 	} else if chainsExist || len(present) > 0 {
 		var in strings.Builder
 		WriteCleanup(&in, present)
-		if _, err := b.exec.Run(ctx, netns.Command{Path: "iptables-nft-restore", Args: []string{"-w", "--noflush"}, Stdin: []byte(in.String())}); err != nil {
+		if _, err := b.exec.Exec(ctx, netns.Command{Path: "iptables-nft-restore", Args: []string{"-w", "--noflush"}, Stdin: []byte(in.String())}); err != nil {
 			errs = append(errs, fmt.Errorf("iptables-restore cleanup: %w", err))
 		}
 	}
-	out, err := b.exec.Run(ctx, netns.Command{Path: "ipset", Args: []string{"list", "-n"}})
+	out, err := b.exec.Exec(ctx, netns.Command{Path: "ipset", Args: []string{"list", "-n"}})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("ipset list: %w", err))
 	} else {
@@ -591,7 +589,7 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 			}
 		}
 		if in.Len() > 0 {
-			if _, err := b.exec.Run(ctx, netns.Command{Path: "ipset", Args: []string{"restore"}, Stdin: []byte(in.String())}); err != nil {
+			if _, err := b.exec.Exec(ctx, netns.Command{Path: "ipset", Args: []string{"restore"}, Stdin: []byte(in.String())}); err != nil {
 				errs = append(errs, fmt.Errorf("ipset destroy: %w", err))
 			}
 		}
@@ -641,7 +639,7 @@ func (b *Backend) clearConntrack(ctx context.Context, flows []StaleFlow) error {
 // chainsExist reports whether any of our chains is in the nat or filter table.
 func (b *Backend) chainsExist(ctx context.Context) (bool, error) {
 	for table, chains := range Chains() {
-		out, err := b.exec.Run(ctx, netns.Command{Path: "iptables-nft-save", Args: []string{"-t", table}})
+		out, err := b.exec.Exec(ctx, netns.Command{Path: "iptables-nft-save", Args: []string{"-t", table}})
 		if err != nil {
 			return false, fmt.Errorf("iptables-save -t %s: %w", table, err)
 		}

@@ -64,7 +64,7 @@ func (b *Backend) baseChainRules(ctx context.Context, chain string) (int, error)
 		return 0, err
 	}
 	n := 0
-	err := netns.Do(nk.nsPath, func() error {
+	err := netns.Do(nk.tools.NSPath, func() error {
 		conn, err := gnft.New()
 		if err != nil {
 			return err

@@ -38,6 +38,7 @@ package nftables
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -61,6 +62,9 @@ type Options struct {
 	// NetNSPath is the node's network namespace (e.g. /run/netns/kpb-x-node1); nft runs
 	// inside it. Required by New; the host's root namespace is never used.
 	NetNSPath string
+	// ToolRoot is a prepared root directory that nft runs from, chrooted (netns.Tools);
+	// empty: the host's nft.
+	ToolRoot string
 	// OnUDPEndpointsRemoved, when set, is called after every successful sync with the UDP
 	// service ports whose traffic may be stuck in conntrack entries: endpoints that no
 	// longer receive traffic, or ports that had no endpoint (so their packets were
@@ -94,6 +98,14 @@ type kernel interface {
 	tableExists(ctx context.Context) (bool, error)
 }
 
+// errNotFound marks an nft failure that says an object does not exist (knftables'
+// IsNotFound, for nft run by nsKernel).
+var errNotFound = errors.New("not found")
+
+// isNotFound reports whether err says that an nft object does not exist, whether nft ran
+// through knftables (the fake) or through nsKernel.
+func isNotFound(err error) bool { return knftables.IsNotFound(err) || errors.Is(err, errNotFound) }
+
 // ifaceKernel adapts a knftables.Interface that needs no namespace handling.
 type ifaceKernel struct{ nft knftables.Interface }
 
@@ -107,7 +119,7 @@ func (k ifaceKernel) list(ctx context.Context, objectType string) ([]string, err
 
 func (k ifaceKernel) tableExists(ctx context.Context) (bool, error) {
 	_, err := k.nft.List(ctx, "maps")
-	if knftables.IsNotFound(err) {
+	if isNotFound(err) {
 		return false, nil
 	}
 	return err == nil, err
@@ -305,7 +317,7 @@ func (b *Backend) commit(pending *pendingSync, cfg config) {
 // when the table does not exist).
 func (b *Backend) listServiceObjects(ctx context.Context) (chains, sets []string, err error) {
 	all, err := b.k.list(ctx, "chains")
-	if knftables.IsNotFound(err) {
+	if isNotFound(err) {
 		return nil, nil, nil
 	}
 	if err != nil {
@@ -317,7 +329,7 @@ func (b *Backend) listServiceObjects(ctx context.Context) (chains, sets []string
 		}
 	}
 	all, err = b.k.list(ctx, "sets")
-	if knftables.IsNotFound(err) {
+	if isNotFound(err) {
 		return chains, nil, nil
 	}
 	if err != nil {
@@ -728,7 +740,7 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 	tx := b.nft.NewTransaction()
 	tx.Delete(&knftables.Table{})
 	err := b.k.run(ctx, tx)
-	if err != nil && !knftables.IsNotFound(err) {
+	if err != nil && !isNotFound(err) {
 		return b.wrap("cleanup", err)
 	}
 	return nil

@@ -28,6 +28,11 @@ type Options struct {
 	NodeName string
 	// NetNSPath is the node's network namespace; every iptables call runs there.
 	NetNSPath string
+	// ToolRoot is a prepared root directory iptables runs from (empty: the host's).
+	// go-iptables finds and execs its binary itself, so the whole sync runs on a thread
+	// chrooted into the root (netns.Tools.Do), and the per-rule timings are of the root's
+	// iptables with no wrapper in between.
+	ToolRoot string
 	// Flavor selects the iptables binary: legacy (the default, as in 2017) or nft.
 	Flavor iptables.Flavor
 	// MasqueradeBit is KUBE-MARK-MASQ's bit (default 14, 0x4000).
@@ -70,6 +75,11 @@ func New(opts Options) *Backend {
 	}
 	bin, _, _ := opts.Flavor.Binaries()
 	return &Backend{opts: opts, bin: bin, gen: iptables.NewGenerator(opts.MasqueradeBit), needFull: true}
+}
+
+// tools says where the node's iptables comes from.
+func (b *Backend) tools() netns.Tools {
+	return netns.Tools{NSPath: b.opts.NetNSPath, Root: b.opts.ToolRoot}
 }
 
 // Name returns "iptables-perrule".
@@ -133,10 +143,7 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	res.Full = b.needFull || b.installed == nil
 	b.timings = b.timings[:0]
 	start = time.Now()
-	err = netns.Do(b.opts.NetNSPath, func() error {
-		if err := netns.Guard(); err != nil {
-			return err
-		}
+	err = b.tools().Do(func() error { // checks the namespace (netns.Guard)
 		ipt, err := goipt.New(goipt.Path(b.bin))
 		if err != nil {
 			return err
@@ -266,7 +273,7 @@ func compare(a, b string) int {
 func (b *Backend) Cleanup(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	err := netns.Do(b.opts.NetNSPath, func() error {
+	err := b.tools().Do(func() error {
 		ipt, err := goipt.New(goipt.Path(b.bin))
 		if err != nil {
 			return err

@@ -82,6 +82,9 @@ type Options struct {
 	// NetNSPath is the node's network namespace: listeners, endpoint connections and
 	// iptables all live there. Required.
 	NetNSPath string
+	// ToolRoot is a prepared root directory that iptables runs from, chrooted
+	// (netns.Tools); empty: the host's.
+	ToolRoot string
 	// LockFile is exported as XTABLES_LOCKFILE to iptables ("" keeps the default).
 	LockFile string
 	// HostIP is the address traffic of the node itself is DNATed to (the proxy listens on
@@ -137,7 +140,7 @@ func New(opts Options) (*Backend, error) {
 	}
 	return &Backend{
 		opts:     opts,
-		exec:     nsExecer{path: opts.NetNSPath},
+		exec:     netns.Tools{NSPath: opts.NetNSPath, Root: opts.ToolRoot},
 		now:      time.Now,
 		needFull: true,
 		services: map[backends.ServicePortName]*service{},
@@ -297,7 +300,7 @@ func (b *Backend) iptables(ctx context.Context, stdin []byte, path string, args 
 	if b.opts.LockFile != "" {
 		cmd.Env = []string{"XTABLES_LOCKFILE=" + b.opts.LockFile}
 	}
-	return b.exec.Run(ctx, cmd)
+	return b.exec.Exec(ctx, cmd)
 }
 
 // ensureJumps appends the jumps of Jumps to the built-in chains unless they are there.
@@ -353,17 +356,10 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 	return nil
 }
 
-// execer runs a tool inside the node namespace; unit tests replace it.
+// execer runs a tool inside the node namespace: netns.Tools (the host's tools or a tool
+// root's); unit tests replace it.
 type execer interface {
-	Run(ctx context.Context, cmd netns.Command) (netns.Result, error)
-}
-
-// nsExecer runs tools with internal/netns.Exec.
-type nsExecer struct{ path string }
-
-// Run implements execer.
-func (e nsExecer) Run(ctx context.Context, cmd netns.Command) (netns.Result, error) {
-	return netns.Exec(ctx, e.path, cmd)
+	Exec(ctx context.Context, cmd netns.Command) (netns.Result, error)
 }
 
 // exitCode returns the exit status of a failed tool, or -1.

@@ -86,7 +86,8 @@ func (t Tools) Resolve(name string) (string, error) {
 // Do runs fn on a locked OS thread inside t's namespace whose root directory is t.Root,
 // for libraries that find and exec their tools themselves (go-iptables looks its binary up
 // in PATH and runs it with os/exec): what fn execs is found and runs inside the root. With
-// no root it is the package's Do.
+// no root it is the package's Do. Either way it first checks that the thread is in a lab
+// namespace (Guard): inside a root without /proc, fn could not.
 //
 // The thread gets a filesystem context of its own (unshare(CLONE_FS)) before chroot, so
 // the process's other threads keep the host's root. It is never handed back to other
@@ -98,7 +99,12 @@ func (t Tools) Resolve(name string) (string, error) {
 // Equivalent to: `ip netns exec $ns chroot $root sh -c "$fn"`.
 func (t Tools) Do(fn func() error) error {
 	if t.Root == "" {
-		return Do(t.NSPath, fn)
+		return Do(t.NSPath, func() error {
+			if err := Guard(); err != nil {
+				return err
+			}
+			return fn()
+		})
 	}
 	if st, err := os.Stat(filepath.Join(t.Root, os.DevNull)); err != nil || st.Mode()&os.ModeCharDevice == 0 {
 		// os/exec opens it for every unset stdin and stdout, from the chrooted thread.
@@ -140,6 +146,9 @@ func (t Tools) Do(fn func() error) error {
 			return
 		}
 		ferr := func() error {
+			if err := Guard(); err != nil { // before the chroot hides /proc
+				return err
+			}
 			if err := unix.Chroot(t.Root); err != nil {
 				return fmt.Errorf("chroot %s: %w", t.Root, err)
 			}
