@@ -69,8 +69,8 @@ func Run(ctx context.Context, sc *Scenario, o RunOptions) (*reports.Results, err
 		o.Backends = []string{ModeBackend(sc.ProxyConfig.Mode)}
 	}
 	for _, b := range o.Backends {
-		if !all.Valid(b) {
-			return nil, fmt.Errorf("backend %q: allowed values are %s", b, strings.Join(all.Names(), ", "))
+		if err := all.Validate(b); err != nil {
+			return nil, err
 		}
 	}
 	if o.Progress == nil {
@@ -193,7 +193,7 @@ func (r *backendRun) saveState(ctx context.Context, n int, name string) {
 	if r.opts.StateDir == "" {
 		return
 	}
-	path := filepath.Join(r.opts.StateDir, fmt.Sprintf("%s-%s-step%d.txt", r.sc.Name, r.backend, n))
+	path := filepath.Join(r.opts.StateDir, fmt.Sprintf("%s-%s-step%d.txt", r.sc.Name, all.FileName(r.backend), n))
 	err := os.MkdirAll(r.opts.StateDir, 0o755)
 	if err == nil {
 		var buf bytes.Buffer
@@ -266,7 +266,7 @@ func (r *backendRun) writeMetrics() error {
 			errs = append(errs, err)
 			continue
 		}
-		name := filepath.Join(r.opts.MetricsDir, fmt.Sprintf("metrics-%s-%s.prom", r.backend, ag.Node()))
+		name := filepath.Join(r.opts.MetricsDir, fmt.Sprintf("metrics-%s-%s.prom", all.FileName(r.backend), ag.Node()))
 		errs = append(errs, os.WriteFile(name, b.Bytes(), 0o644))
 	}
 	return errors.Join(errs...)

@@ -9,15 +9,12 @@ package all
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/ipvs"
-	"kpbench.dev/kpbench/backends/kubeproxy"
 	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/upstream"
 )
@@ -69,34 +66,6 @@ func (s Settings) Tools(nsPath string) netns.Tools {
 	return netns.Tools{NSPath: nsPath, Root: s.ToolRoot}
 }
 
-// kubeProxy builds a factory for upstream kube-proxy in mode.
-func kubeProxy(mode kubeproxy.Mode) factory {
-	return func(n Node, s Settings) (backends.Backend, error) {
-		if s.ToolRoot != "" {
-			return nil, fmt.Errorf("node %s: kube-proxy-%s runs the host's nft, iptables and ipset itself: a tool root (%s) is not supported for upstream kube-proxy", n.Name, mode, s.ToolRoot)
-		}
-		bin, err := upstream.Binary(upstream.KubeProxy)
-		if err != nil {
-			return nil, err
-		}
-		if n.NetNSPath != "" && n.Kubeconfig == "" {
-			return nil, fmt.Errorf("node %s: kube-proxy-%s reads a real API server, and the testbed started none (no kubeconfig for the node)", n.Name, mode)
-		}
-		b, err := kubeproxy.New(kubeproxy.Options{
-			Binary: bin, NetNSPath: n.NetNSPath, StateDir: n.StateDir, WaitPublished: n.WaitPublished,
-			Config: kubeproxy.Config{
-				Mode: mode, NodeName: n.Name, NodeIP: n.IP, ClusterCIDR: s.ClusterCIDR, Kubeconfig: n.Kubeconfig,
-				MinSyncPeriod: s.MinSyncPeriod, SyncPeriod: s.SyncPeriod,
-				MasqueradeBit: s.MasqueradeBit, MasqueradeAll: s.MasqueradeAll, Scheduler: s.Scheduler,
-			},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("node %s: %w", n.Name, err)
-		}
-		return b, nil
-	}
-}
-
 // NeedsAPIServer reports whether the named backend reads Services and EndpointSlices from
 // a real API server (upstream kube-proxy) rather than from our agent: the testbed must then
 // start the lab's control plane and publisher, and fill Node.Kubeconfig, Node.IP and
@@ -140,7 +109,7 @@ func Names() []string {
 	return names
 }
 
-// find returns the registry entry of name.
+// find returns the registry entry of a backend's name (not a reference).
 func find(name string) (entry, bool) {
 	for _, e := range registry() {
 		if e.Name == name {
@@ -150,8 +119,10 @@ func find(name string) (entry, bool) {
 	return entry{}, false
 }
 
-// Lookup returns the facts of the named backend.
-func Lookup(name string) (Facts, bool) {
+// Lookup returns the facts of the backend a reference names (NAME or NAME@VARIANT: a
+// variant has its backend's facts). It does not check the variant: see Validate.
+func Lookup(ref string) (Facts, bool) {
+	name, _ := Split(ref)
 	e, ok := find(name)
 	return e.Facts, ok
 }
@@ -166,24 +137,19 @@ func Registered() []Facts {
 	return out
 }
 
-// New builds the named backend for a node.
-func New(name string, n Node, s Settings) (backends.Backend, error) {
-	e, ok := find(name)
-	if !ok {
-		return nil, unknownError(name)
+// New builds the backend a reference names (NAME or NAME@VARIANT, see Validate) for a
+// node. Its Name is the reference.
+func New(ref string, n Node, s Settings) (backends.Backend, error) {
+	if err := Validate(ref); err != nil {
+		return nil, err
 	}
-	return e.build(n, s)
+	name, variant := Split(ref)
+	e, _ := find(name)
+	return e.build(n, s, variant)
 }
 
-func unknownError(name string) error {
-	return fmt.Errorf("unknown backend %q: allowed values are %s", name, strings.Join(Names(), ", "))
-}
-
-// Valid reports whether name is a known backend.
-func Valid(name string) bool {
-	_, ok := find(name)
-	return ok
-}
+// Valid reports whether ref is a valid backend reference (Validate says why not).
+func Valid(ref string) bool { return Validate(ref) == nil }
 
 // ForMode returns the backend that stands for a KubeProxyConfiguration mode ("" is
 // kube-proxy's default, iptables), and false when no backend implements mode (mode itself

@@ -18,15 +18,20 @@ import (
 	"kpbench.dev/kpbench/backends/perrule"
 	"kpbench.dev/kpbench/backends/userspace"
 	"kpbench.dev/kpbench/internal/netns"
+	"kpbench.dev/kpbench/internal/upstream"
 )
 
-// factory builds a backend for one node.
-type factory func(n Node, s Settings) (backends.Backend, error)
+// factory builds a backend for one node; variant is what follows NAME@ in the reference
+// ("" for none), already accepted by the entry's variant check.
+type factory func(n Node, s Settings, variant string) (backends.Backend, error)
 
 // entry is one registered backend: its facts and its factory.
 type entry struct {
 	Facts
 	build factory
+	// variant checks the VARIANT of a NAME@VARIANT reference; nil when the backend takes
+	// none.
+	variant func(v string) error
 }
 
 // lockFile is the node's own xtables lock (XTABLES_LOCKFILE), so that parallel syncs of
@@ -77,14 +82,25 @@ func registry() []entry {
 				Name: "iptables", Doc: "kube-proxy's iptables mode, written by kpbench with iptables-nft-restore",
 				Family: FamilyIPTablesNFT, Mode: ModeIPTables, ModeDefault: true,
 				Dump: dumpIPTablesNFT, CountRules: iptables.CountSavedRules, Normalizer: normalizeIPTables,
-				Caps: Capabilities{WholeTableCache: true},
+				Caps:     Capabilities{WholeTableCache: true},
+				Variants: "iptables@" + variantWholeTableCache + " (iptables.Options.WholeTableCache, whatever the settings say)",
 			},
-			build: func(n Node, s Settings) (backends.Backend, error) {
+			build: func(n Node, s Settings, variant string) (backends.Backend, error) {
 				lock, err := lockFile(n, s)
 				if err != nil {
 					return nil, err
 				}
-				return iptables.New(iptables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, ToolRoot: s.ToolRoot, Flavor: iptables.FlavorNFT, LockFile: lock, MasqueradeBit: s.MasqueradeBit, WholeTableCache: s.IPTablesWholeTableCache}), nil
+				o := iptables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, ToolRoot: s.ToolRoot, Flavor: iptables.FlavorNFT, LockFile: lock, MasqueradeBit: s.MasqueradeBit, WholeTableCache: s.IPTablesWholeTableCache}
+				if variant == variantWholeTableCache {
+					o.Name, o.WholeTableCache = Reference("iptables", variant), true
+				}
+				return iptables.New(o), nil
+			},
+			variant: func(v string) error {
+				if v != variantWholeTableCache {
+					return fmt.Errorf("want %s", variantWholeTableCache)
+				}
+				return nil
 			},
 		},
 		{
@@ -93,7 +109,7 @@ func registry() []entry {
 				Family: FamilyIPTablesLegacy, Mode: ModeIPTables,
 				Dump: dumpIPTablesLegacy, CountRules: iptables.CountSavedRules, Normalizer: normalizeIPTables,
 			},
-			build: func(n Node, s Settings) (backends.Backend, error) {
+			build: func(n Node, s Settings, _ string) (backends.Backend, error) {
 				lock, err := lockFile(n, s)
 				if err != nil {
 					return nil, err
@@ -108,7 +124,7 @@ func registry() []entry {
 				Dump: dumpIPTablesLegacy, CountRules: iptables.CountSavedRules, Normalizer: normalizeIPTables,
 				Caps: Capabilities{PerRuleTiming: true, ExplicitOnly: true},
 			},
-			build: func(n Node, s Settings) (backends.Backend, error) {
+			build: func(n Node, s Settings, _ string) (backends.Backend, error) {
 				return perrule.New(perrule.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, ToolRoot: s.ToolRoot, Flavor: iptables.FlavorLegacy, MasqueradeBit: s.MasqueradeBit}), nil
 			},
 		},
@@ -119,7 +135,7 @@ func registry() []entry {
 				Dump: dumpIPVS, CountRules: ipvs.CountListed, State: ipvsState,
 				Caps: Capabilities{IPVSExperiments: true, NeedsIPVS: true},
 			},
-			build: func(n Node, s Settings) (backends.Backend, error) {
+			build: func(n Node, s Settings, _ string) (backends.Backend, error) {
 				return ipvs.New(ipvs.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, ToolRoot: s.ToolRoot, Scheduler: s.Scheduler, MasqueradeBit: s.MasqueradeBit})
 			},
 		},
@@ -129,7 +145,7 @@ func registry() []entry {
 				Family: FamilyUserspace, Mode: ModeIPTables,
 				Dump: dumpIPTablesNFT, CountRules: iptables.CountSavedRules,
 			},
-			build: func(n Node, s Settings) (backends.Backend, error) {
+			build: func(n Node, s Settings, _ string) (backends.Backend, error) {
 				lock, err := lockFile(n, s)
 				if err != nil {
 					return nil, err
@@ -143,7 +159,7 @@ func registry() []entry {
 				Family: FamilyNFTables, Mode: ModeNFTables, ModeDefault: true,
 				Dump: dumpNFTables, CountRules: nftables.CountListed, Normalizer: normalizeNFT,
 			},
-			build: func(n Node, s Settings) (backends.Backend, error) {
+			build: func(n Node, s Settings, _ string) (backends.Backend, error) {
 				b, err := nftables.New(nftables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, ToolRoot: s.ToolRoot})
 				if err != nil {
 					return nil, err
@@ -165,8 +181,10 @@ func kubeProxyEntry(mode kubeproxy.Mode, family RuleFamily, cfgMode string, dump
 			Name: "kube-proxy-" + string(mode), Doc: "upstream kube-proxy in " + string(mode) + " mode (make upstream), reading the lab's API server",
 			Family: family, Mode: cfgMode,
 			Dump: dump, CountRules: count, State: state, Normalizer: norm,
-			Caps: Capabilities{NeedsAPIServer: true, NeedsIPVS: needsIPVS},
+			Caps:     Capabilities{NeedsAPIServer: true, NeedsIPVS: needsIPVS},
+			Variants: "kube-proxy-" + string(mode) + "@vX.Y.Z (the kube-proxy of that release, built under " + upstream.Root() + "/vX.Y.Z/bin) or kube-proxy-" + string(mode) + "@/abs/path/to/kube-proxy",
 		},
-		build: kubeProxy(mode),
+		build:   kubeProxy(mode),
+		variant: kubeProxyVariant,
 	}
 }

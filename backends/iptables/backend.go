@@ -22,6 +22,9 @@ import (
 // Options configure a Backend. The caller decides when to force full syncs (kube-proxy's
 // syncPeriod) and calls ForceFullSync.
 type Options struct {
+	// Name, when set, replaces the backend's name (a variant's full reference, such as
+	// iptables@whole-table-cache).
+	Name string
 	// NodeName names the node in errors.
 	NodeName string
 	// NetNSPath is the node's network namespace (/run/netns/<name>); every tool runs there.
@@ -91,8 +94,12 @@ func newBackend(opts Options, ex execer, ct conntrack.Table) *Backend {
 	return b
 }
 
-// Name returns "iptables" for the nft flavour and "iptables-legacy" for legacy.
+// Name returns Options.Name, by default "iptables" for the nft flavour and
+// "iptables-legacy" for legacy.
 func (b *Backend) Name() string {
+	if b.opts.Name != "" {
+		return b.opts.Name
+	}
 	if b.opts.Flavor == FlavorLegacy {
 		return "iptables-legacy"
 	}

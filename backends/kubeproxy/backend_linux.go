@@ -21,7 +21,10 @@ import (
 
 // Options describe one node's upstream kube-proxy.
 type Options struct {
-	// Binary is the path of the kube-proxy binary.
+	// Name is the backend's name ("" means kube-proxy-<mode>); a variant's full reference
+	// (kube-proxy-nftables@v1.34.0), so results and errors say which binary ran.
+	Name string
+	// Binary is the path of the kube-proxy binary; Config.Version says which release it is.
 	Binary string
 	// NetNSPath is the node's namespace.
 	NetNSPath string
@@ -73,6 +76,9 @@ func New(o Options) (*Backend, error) {
 	default:
 		return nil, fmt.Errorf("kube-proxy: unknown mode %q", o.Config.Mode)
 	}
+	if err := o.Config.CheckVersion(); err != nil {
+		return nil, err
+	}
 	if o.SyncTimeout == 0 {
 		o.SyncTimeout = 30 * time.Minute
 	}
@@ -95,8 +101,13 @@ func New(o Options) (*Backend, error) {
 	return b, nil
 }
 
-// Name returns kube-proxy-<mode>.
-func (b *Backend) Name() string { return "kube-proxy-" + string(b.opts.Config.Mode) }
+// Name returns Options.Name, by default kube-proxy-<mode>.
+func (b *Backend) Name() string {
+	if b.opts.Name != "" {
+		return b.opts.Name
+	}
+	return "kube-proxy-" + string(b.opts.Config.Mode)
+}
 
 // LogPath returns the path of kube-proxy's log.
 func (b *Backend) LogPath() string { return b.logPath }

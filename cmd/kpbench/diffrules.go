@@ -197,8 +197,8 @@ type ruleDump struct{ raw, norm string }
 // dumpRules runs the scenario's lab with backend, applies objs, waits for the sync and
 // returns the node's rules.
 func dumpRules(ctx context.Context, sc *scenarios.Scenario, backend string, objs []runtime.Object, o diffRulesOptions) (_ ruleDump, err error) {
-	if !all.Valid(backend) {
-		return ruleDump{}, badInput("--backend %q: allowed values are %s", backend, strings.Join(all.Names(), ", "))
+	if err := all.Validate(backend); err != nil {
+		return ruleDump{}, badInput("--backend: %v", err)
 	}
 	opts, err := diffTestbedOptions(sc, backend)
 	if err != nil {
