@@ -84,6 +84,19 @@ func TestGenerateGolden(t *testing.T) {
 		{"affinity", state(mod(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(2, 0, 8080)), func(sp *backends.ServicePort) {
 			sp.AffinityClientIP, sp.AffinityTimeoutSeconds = true, 10800
 		}))},
+		// Two Services with non-default timeouts, and one with none set (the default): a
+		// generator that ignores the Service's timeout, or mixes them up, writes other
+		// --seconds (issue 22: forcing 10800 passed every test while goldens used 10800).
+		{"affinity-timeouts", state(
+			mod(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(2, 0, 8080)), func(sp *backends.ServicePort) {
+				sp.AffinityClientIP, sp.AffinityTimeoutSeconds = true, 60
+			}),
+			mod(svc("ns1", "svc2", "p80", backends.TCP, "172.30.0.42", 80, eps(1, 0, 9090)), func(sp *backends.ServicePort) {
+				sp.AffinityClientIP, sp.AffinityTimeoutSeconds = true, 3600
+			}),
+			mod(svc("ns1", "svc3", "p80", backends.TCP, "172.30.0.43", 80, eps(1, 0, 7070)), func(sp *backends.ServicePort) {
+				sp.AffinityClientIP, sp.AffinityTimeoutSeconds = true, 0
+			}))},
 		{"nodeport", state(mod(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(2, 0, 8080)), func(sp *backends.ServicePort) {
 			sp.NodePort = 30080
 		}))},

@@ -53,6 +53,16 @@ func TestGolden(t *testing.T) {
 			sp.AffinityClientIP, sp.AffinityTimeoutSeconds = true, 10800
 			return state(sp)
 		}},
+		// Non-default timeouts on two Services: the affinity sets' timeouts must follow
+		// each Service (issue 22: dropping the set timeout passed every test while
+		// goldens used kube-proxy's default).
+		{"affinity-timeouts", func() *backends.State {
+			a := svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false), ep("10.1.0.3", 8080, true))
+			a.AffinityClientIP, a.AffinityTimeoutSeconds = true, 60
+			b := svc("ns1", "svc2", "172.30.0.42", 80, ep("10.1.0.4", 9090, false))
+			b.AffinityClientIP, b.AffinityTimeoutSeconds = true, 3600
+			return state(a, b)
+		}},
 		{"nodeport", func() *backends.State {
 			return state(withNodePort(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false)), 30080))
 		}},
