@@ -85,9 +85,10 @@ type Facts struct {
 	// ModeDefault marks the backend that stands for Mode when a scenario's proxy
 	// configuration names only a mode (ForMode).
 	ModeDefault bool
-	// Dump lists its rules in a node's namespace: what CountRules counts, what diff-rules
-	// normalises and what a failed step's node state starts with.
-	Dump netns.Command
+	// Dump lists its rules in a node's namespace, in one command or several whose outputs
+	// are concatenated: what CountRules counts, what diff-rules normalises and what a
+	// failed step's node state starts with.
+	Dump []netns.Command
 	// CountRules counts the rules (and map/set elements, or virtual and real servers) of
 	// Dump's output.
 	CountRules func(dump []byte) (int, error)
@@ -110,7 +111,7 @@ var conntrackList = netns.Command{Path: "conntrack", Args: []string{"-L"}}
 // namespace, in order: the rule dump, the backend's other state commands, then
 // conntrack's flows.
 func (f Facts) NodeState() []netns.Command {
-	out := []netns.Command{f.Dump}
+	out := append([]netns.Command(nil), f.Dump...)
 	out = append(out, f.State...)
 	return append(out, conntrackList)
 }
@@ -118,11 +119,15 @@ func (f Facts) NodeState() []netns.Command {
 // DumpRules runs the backend's rule dump in the namespace at nsPath, with the tools of the
 // settings' tool root, and returns what it printed.
 func (f Facts) DumpRules(ctx context.Context, nsPath string, s Settings) ([]byte, error) {
-	res, err := s.Tools(nsPath).Exec(ctx, f.Dump)
-	if err != nil {
-		return nil, fmt.Errorf("dump %s rules: %w", f.Name, err)
+	var out []byte
+	for _, c := range f.Dump {
+		res, err := s.Tools(nsPath).Exec(ctx, c)
+		if err != nil {
+			return nil, fmt.Errorf("dump %s rules: %w", f.Name, err)
+		}
+		out = append(out, res.Stdout...)
 	}
-	return res.Stdout, nil
+	return out, nil
 }
 
 // KernelRules dumps and counts the backend's rules in the namespace at nsPath.

@@ -24,7 +24,10 @@ func TestEveryBackendHasFacts(t *testing.T) {
 			assert.NotEmpty(t, f.Doc)
 			assert.NotEmpty(t, f.Family)
 			assert.Contains(t, []string{ModeIPTables, ModeNFTables, ModeIPVS}, f.Mode)
-			assert.NotEmpty(t, f.Dump.Path)
+			require.NotEmpty(t, f.Dump)
+			for _, c := range f.Dump {
+				assert.NotEmpty(t, c.Path)
+			}
 			require.NotNil(t, f.CountRules)
 			n, err := f.CountRules(nil)
 			require.NoError(t, err)
@@ -87,7 +90,7 @@ func TestNodeState(t *testing.T) {
 		want    []string
 	}{
 		{"nftables", []string{"nft list table ip kube-proxy", "conntrack -L"}},
-		{"iptables-perrule", []string{"iptables-legacy-save", "conntrack -L"}},
+		{"iptables-perrule", []string{"iptables-legacy-save -t filter", "iptables-legacy-save -t nat", "iptables-legacy-save -t mangle", "conntrack -L"}},
 		{"kube-proxy-iptables", []string{"iptables-nft-save", "conntrack -L"}},
 		{"ipvs", []string{"ipvsadm -Ln", "ipvsadm -Ln --stats", "ipvsadm -Lnc", "conntrack -L"}},
 		{"kube-proxy-ipvs", []string{"ipvsadm -Ln", "ipvsadm -Ln --stats", "ipvsadm -Lnc", "conntrack -L"}},

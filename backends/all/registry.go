@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 
 	"kpbench.dev/kpbench/backends"
-	"kpbench.dev/kpbench/backends/conntrack"
 	"kpbench.dev/kpbench/backends/iptables"
 	"kpbench.dev/kpbench/backends/ipvs"
 	"kpbench.dev/kpbench/backends/kubeproxy"
@@ -53,12 +52,18 @@ func lockFile(n Node, s Settings) (string, error) {
 }
 
 // The rule dumps of each family. kube-proxy runs the host's iptables, which is
-// iptables-nft on Debian, so its iptables mode is dumped like ours.
+// iptables-nft on Debian, so its iptables mode is dumped like ours. Legacy iptables-save
+// finds its tables in /proc/net/ip_tables_names, which a tool root has not mounted: it
+// dumps each of our tables by name.
 var (
-	dumpIPTablesNFT    = netns.Command{Path: "iptables-nft-save"}
-	dumpIPTablesLegacy = netns.Command{Path: "iptables-legacy-save"}
-	dumpNFTables       = netns.Command{Path: "nft", Args: nftables.DumpArgs()}
-	dumpIPVS           = netns.Command{Path: "ipvsadm", Args: ipvs.DumpArgs()}
+	dumpIPTablesNFT    = []netns.Command{{Path: "iptables-nft-save"}}
+	dumpIPTablesLegacy = []netns.Command{
+		{Path: "iptables-legacy-save", Args: []string{"-t", "filter"}},
+		{Path: "iptables-legacy-save", Args: []string{"-t", "nat"}},
+		{Path: "iptables-legacy-save", Args: []string{"-t", "mangle"}},
+	}
+	dumpNFTables = []netns.Command{{Path: "nft", Args: nftables.DumpArgs()}}
+	dumpIPVS     = []netns.Command{{Path: "ipvsadm", Args: ipvs.DumpArgs()}}
 )
 
 // ipvsState explains an IPVS node beyond -Ln (weights, active and inactive connections):
@@ -160,11 +165,7 @@ func registry() []entry {
 				Dump: dumpNFTables, CountRules: nftables.CountListed, Normalizer: normalizeNFT,
 			},
 			build: func(n Node, s Settings, _ string) (backends.Backend, error) {
-				b, err := nftables.New(nftables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, ToolRoot: s.ToolRoot})
-				if err != nil {
-					return nil, err
-				}
-				return conntrack.WithUDPCleanup(b, n.NetNSPath), nil
+				return nftables.New(nftables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, ToolRoot: s.ToolRoot})
 			},
 		},
 		kubeProxyEntry(kubeproxy.ModeIPTables, FamilyIPTablesNFT, ModeIPTables, dumpIPTablesNFT, iptables.CountSavedRules, nil, normalizeIPTables, false),
@@ -175,7 +176,7 @@ func registry() []entry {
 
 // kubeProxyEntry registers upstream kube-proxy in mode: its rules are those of the family
 // it writes.
-func kubeProxyEntry(mode kubeproxy.Mode, family RuleFamily, cfgMode string, dump netns.Command, count func([]byte) (int, error), state []netns.Command, norm *Normalizer, needsIPVS bool) entry {
+func kubeProxyEntry(mode kubeproxy.Mode, family RuleFamily, cfgMode string, dump []netns.Command, count func([]byte) (int, error), state []netns.Command, norm *Normalizer, needsIPVS bool) entry {
 	return entry{
 		Facts: Facts{
 			Name: "kube-proxy-" + string(mode), Doc: "upstream kube-proxy in " + string(mode) + " mode (make upstream), reading the lab's API server",

@@ -30,8 +30,8 @@ func VersionCommands() map[string]netns.Command {
 // backends run it (netns.Tools: chrooted into the root, inside a namespace: a throwaway
 // one, kpbt<pid>-tools<random>, removed before it returns, which `kpbench lab down --all`
 // sweeps should kpbench die). A tool that is missing or fails is absent from the map, and
-// its reason is in the error, which is otherwise nil; the map holds what could be read.
-// It needs root.
+// its reason is in the error, which is otherwise nil; the map holds what could be read
+// (ipvsadm --version itself fails where the kernel has no IPVS). It needs root.
 //
 // Equivalent to: `ip netns exec $ns chroot $root nft --version` (and iptables, ipset,
 // conntrack, ipvsadm).

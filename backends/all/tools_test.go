@@ -103,7 +103,9 @@ func TestBackendsRunEveryToolFromTheRoot(t *testing.T) {
 			// What the measurements and node states run goes to the root too.
 			_, err = f.DumpRules(context.Background(), nsPath, s)
 			require.NoError(t, err)
-			assert.Contains(t, root.Calls(t), f.Dump.String())
+			for _, c := range f.Dump {
+				assert.Contains(t, root.Calls(t), c.String())
+			}
 		})
 	}
 }
@@ -172,6 +174,12 @@ func requireTrixie(t *testing.T) string {
 func TestDebianTrixieRoot(t *testing.T) {
 	root := requireTrixie(t)
 	versions, err := ToolVersions(context.Background(), root)
+	if err != nil && !HasIPVS() {
+		// ipvsadm --version fails where the kernel has no IPVS ("Can't initialize ipvs")
+		assert.ErrorContains(t, err, "ipvsadm --version")
+		assert.NotContains(t, versions, "ipvsadm")
+		err = nil
+	}
 	require.NoError(t, err)
 	t.Logf("trixie tools: %v", versions)
 	assert.Regexp(t, regexp.MustCompile(`^nftables v1\.1\.`), versions["nft"])

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/backends/synced"
 	"kpbench.dev/kpbench/internal/netns"
 )
 
@@ -58,7 +59,7 @@ type Backend struct {
 	lastStart float64         // estimated start (unix seconds) of kube-proxy's latest finished sync
 	lastDur   float64         // its duration (seconds), when one sync ended between two scrapes
 	services  map[string]bool // the Services ("ns/name") of the previous Sync's desired state
-	restart   bool            // ForceFullSync asked for a new process
+	full      synced.FullSync // a full sync is a new process (ForceFullSync)
 	cfgPath   string
 	logPath   string
 }
@@ -116,11 +117,7 @@ func (b *Backend) LogPath() string { return b.logPath }
 func (b *Backend) NeedsAPIServer() bool { return true }
 
 // ForceFullSync makes the next Sync restart kube-proxy, whose first sync is always full.
-func (b *Backend) ForceFullSync() {
-	b.mu.Lock()
-	b.restart = true
-	b.mu.Unlock()
-}
+func (b *Backend) ForceFullSync() { b.full.ForceFullSync() }
 
 // dialInNode opens the TCP connection from a thread inside the node's namespace; the
 // socket stays there.
@@ -210,13 +207,14 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	node := b.opts.Config.NodeName
-	if b.restart && b.proc != nil {
+	s := b.full.Begin() // full before the first start too: then there is no process yet
+	if s.Full && b.proc != nil {
 		if err := b.proc.stop(ctx, 10*time.Second); err != nil {
 			return backends.SyncResult{}, fmt.Errorf("restart kube-proxy on %s: %w", node, err)
 		}
 		b.proc = nil
 	}
-	b.restart = false
+	b.full.Succeeded(s) // the restart asked for is done, whatever follows
 	if b.proc == nil {
 		if err := b.start(); err != nil {
 			return backends.SyncResult{}, fmt.Errorf("kube-proxy on %s: %w", node, err)

@@ -14,6 +14,7 @@ import (
 	gnft "github.com/google/nftables"
 	"sigs.k8s.io/knftables"
 
+	"kpbench.dev/kpbench/backends/conntrack"
 	"kpbench.dev/kpbench/internal/netns"
 )
 
@@ -179,7 +180,7 @@ func New(opts Options) (*Backend, error) {
 	if err := k.nft(ctx, []byte(tx.String()), "--check", "-f", "-"); err != nil {
 		return fail(fmt.Errorf("nft cannot write a table with a comment here: %w", err))
 	}
-	return newBackend(opts, txs, k), nil
+	return newBackend(opts, txs, k, conntrack.Namespace{Path: opts.NetNSPath}), nil
 }
 
 // checkVersion checks `nft --version`'s output against minNFT.

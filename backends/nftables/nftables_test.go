@@ -11,6 +11,8 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/backends/backendstest"
+	"kpbench.dev/kpbench/backends/conntrack"
 )
 
 func newFake() (*Backend, *knftables.Fake) {
@@ -348,42 +350,38 @@ func TestCleanup(t *testing.T) {
 	assert.True(t, res.Full)
 }
 
-func TestUDPHook(t *testing.T) {
+// TestUDPConntrackCleanup: after each sync the UDP entries the change made stale go
+// (backends/synced): those made while the port rejected traffic once it has endpoints,
+// and those answered by an endpoint that is gone; nothing else.
+func TestUDPConntrackCleanup(t *testing.T) {
 	dns := func(eps ...backends.Endpoint) *backends.State {
 		sp := svc("kube-system", "dns", "172.30.0.10", 53, eps...)
 		sp.Name.Protocol = backends.UDP
 		return state(sp, svc("ns1", "tcp", "172.30.0.11", 80))
 	}
-	var got [][]UDPChange
+	ct := backendstest.NewConntrack()
 	fake := knftables.NewFake(knftables.IPv4Family, Table)
-	b := NewWithInterface(Options{NodeName: testNode, OnUDPEndpointsRemoved: func(_ context.Context, ch []UDPChange) error {
-		got = append(got, ch)
-		return nil
-	}}, fake)
+	b := newBackend(Options{NodeName: testNode}, fake, ifaceKernel{fake}, ct)
+	rejected := backendstest.UDPFlow("10.1.0.9:5000", "172.30.0.10:53", "172.30.0.10:53")
+	toA := backendstest.UDPFlow("10.1.0.9:5001", "172.30.0.10:53", "10.1.0.2:53")
+	toB := backendstest.UDPFlow("10.1.0.9:5002", "172.30.0.10:53", "10.1.0.3:53")
 	steps := []struct {
-		name      string
-		state     *backends.State
-		removed   []backends.Endpoint
-		reachable bool
-		calls     int
+		name   string
+		state  *backends.State
+		before []conntrack.Flow
+		left   []conntrack.Flow
 	}{
-		{"no endpoints yet", dns(), nil, false, 0},
-		{"first endpoints", dns(ep("10.1.0.2", 53, false), ep("10.1.0.3", 53, false)), nil, true, 1},
-		{"unchanged", dns(ep("10.1.0.2", 53, false), ep("10.1.0.3", 53, false)), nil, false, 1},
-		{"one replaced", dns(ep("10.1.0.3", 53, false), ep("10.1.0.4", 53, false)), []backends.Endpoint{ep("10.1.0.2", 53, false)}, false, 2},
+		{"no endpoints yet", dns(), []conntrack.Flow{rejected}, []conntrack.Flow{rejected}},
+		{"first endpoints: the REJECT's entries go", dns(ep("10.1.0.2", 53, false), ep("10.1.0.3", 53, false)), nil, nil},
+		{"unchanged", dns(ep("10.1.0.2", 53, false), ep("10.1.0.3", 53, false)), []conntrack.Flow{toA, toB}, []conntrack.Flow{toA, toB}},
+		{"one replaced: its entries go", dns(ep("10.1.0.3", 53, false), ep("10.1.0.4", 53, false)), nil, []conntrack.Flow{toB}},
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
+			ct.Add(st.before...)
 			_, err := b.Sync(context.Background(), st.state)
 			require.NoError(t, err)
-			require.Len(t, got, st.calls)
-			if st.removed != nil || st.reachable {
-				last := got[len(got)-1]
-				require.Len(t, last, 1)
-				assert.Equal(t, st.removed, last[0].Removed)
-				assert.Equal(t, st.reachable, last[0].BecameReachable)
-				assert.Equal(t, "dns", last[0].New.Name.Name)
-			}
+			assert.Equal(t, st.left, ct.Flows())
 		})
 	}
 }
