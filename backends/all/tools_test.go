@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 	"kpbench.dev/kpbench/backends/ipvs"
 	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/netns/netnstest"
@@ -31,18 +32,12 @@ var allTools = []string{
 
 // rootState is one TCP and one UDP Service with an endpoint each.
 func rootState() *backends.State {
-	ep := func(ip string) []backends.Endpoint {
-		return []backends.Endpoint{{IP: netip.MustParseAddr(ip), Port: 8080, Ready: true, Serving: true}}
-	}
-	st := &backends.State{
-		NodeName: "node-0", NodeIPs: []netip.Addr{netip.MustParseAddr("172.18.0.10")},
-		ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"),
-		Services: []*backends.ServicePort{
-			{Name: backends.ServicePortName{Namespace: "ns", Name: "web", Protocol: backends.TCP}, ClusterIP: netip.MustParseAddr("10.96.0.10"), Port: 80, NodePort: 30080, Endpoints: ep("10.244.1.2")},
-			{Name: backends.ServicePortName{Namespace: "ns", Name: "dns", Protocol: backends.UDP}, ClusterIP: netip.MustParseAddr("10.96.0.11"), Port: 53, Endpoints: ep("10.244.1.3")},
-		},
-	}
-	st.SortServices()
+	st := bt.State(
+		bt.With(bt.Service("ns/web", "10.96.0.10:80", bt.EP("10.244.1.2:8080")), func(sp *backends.ServicePort) { sp.NodePort = 30080 }),
+		bt.Service("ns/dns/udp", "10.96.0.11:53", bt.EP("10.244.1.3:8080")),
+	)
+	st.NodeIPs = []netip.Addr{netip.MustParseAddr("172.18.0.10")}
+	st.ClusterCIDR = netip.MustParsePrefix("10.244.0.0/16")
 	return st
 }
 

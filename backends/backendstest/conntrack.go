@@ -36,6 +36,13 @@ func (c *Conntrack) Add(flows ...conntrack.Flow) {
 	c.flows = append(c.flows, flows...)
 }
 
+// Replace makes flows the table's whole content.
+func (c *Conntrack) Replace(flows ...conntrack.Flow) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.flows = append([]conntrack.Flow(nil), flows...)
+}
+
 // Flows returns the flows left.
 func (c *Conntrack) Flows() []conntrack.Flow {
 	c.mu.Lock()

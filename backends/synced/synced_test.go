@@ -5,7 +5,6 @@ package synced_test
 import (
 	"context"
 	"errors"
-	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -17,21 +16,16 @@ import (
 	"kpbench.dev/kpbench/backends/synced"
 )
 
-func dns(eps ...string) *backends.State {
-	sp := &backends.ServicePort{
-		Name:      backends.ServicePortName{Namespace: "kube-system", Name: "dns", Protocol: backends.UDP},
-		ClusterIP: netip.MustParseAddr("10.96.0.10"), Port: 53,
+// dns is a UDP service port with one endpoint per IP, beside a TCP one without endpoints.
+func dns(ips ...string) *backends.State {
+	var eps []backends.Endpoint
+	for _, ip := range ips {
+		eps = append(eps, backendstest.EP(ip+":53"))
 	}
-	for _, e := range eps {
-		sp.Endpoints = append(sp.Endpoints, backends.Endpoint{IP: netip.MustParseAddr(e), Port: 53, Ready: true, Serving: true})
-	}
-	web := &backends.ServicePort{
-		Name:      backends.ServicePortName{Namespace: "ns", Name: "web", Protocol: backends.TCP},
-		ClusterIP: netip.MustParseAddr("10.96.0.11"), Port: 80,
-	}
-	st := &backends.State{Services: []*backends.ServicePort{sp, web}}
-	st.SortServices()
-	return st
+	return backendstest.State(
+		backendstest.Service("kube-system/dns/udp", "10.96.0.10:53", eps...),
+		backendstest.Service("ns/web", "10.96.0.11:80"),
+	)
 }
 
 // TestFullSyncDecisions: full at first, after a failure, after ForceFullSync and Reset;
