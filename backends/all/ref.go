@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"kpbench.dev/kpbench/backends"
@@ -70,12 +71,17 @@ func Validate(ref string) error {
 	return nil
 }
 
-// withVariants describes the variants of every backend that takes some.
+// withVariants describes the variants of every backend that takes some, once for the
+// three upstream kube-proxy modes (kube-proxy-*).
 func withVariants() []string {
 	var out []string
 	for _, f := range Registered() {
-		if f.Variants != "" {
-			out = append(out, f.Variants)
+		v := f.Variants
+		if f.Caps.NeedsAPIServer {
+			v = strings.ReplaceAll(v, f.Name, "kube-proxy-*")
+		}
+		if v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
 	return out

@@ -88,7 +88,7 @@ func registry() []entry {
 				Family: FamilyIPTablesNFT, Mode: ModeIPTables, ModeDefault: true,
 				Dump: dumpIPTablesNFT, CountRules: iptables.CountSavedRules, Normalizer: normalizeIPTables,
 				Caps:     Capabilities{WholeTableCache: true},
-				Variants: "iptables@" + variantWholeTableCache + " (iptables.Options.WholeTableCache, whatever the settings say)",
+				Variants: "iptables@" + variantWholeTableCache + " (the whole-table cache hint on)",
 			},
 			build: func(n Node, s Settings, variant string) (backends.Backend, error) {
 				lock, err := lockFile(n, s)
