@@ -52,14 +52,12 @@ type RunOptions struct {
 	WaitTimeout time.Duration
 }
 
-// ModeBackend maps a KubeProxyConfiguration mode to the backend that implements it.
+// ModeBackend maps a KubeProxyConfiguration mode to the backend that implements it
+// (backends/all.ForMode); a mode no backend implements is returned as it is, for the
+// backend validation's error.
 func ModeBackend(mode string) string {
-	switch mode {
-	case "", ModeIPTables:
-		return "iptables"
-	default:
-		return mode
-	}
+	b, _ := all.ForMode(mode)
+	return b
 }
 
 // Run executes the scenario on every backend and returns the results: raw measurements per
@@ -71,8 +69,8 @@ func Run(ctx context.Context, sc *Scenario, o RunOptions) (*reports.Results, err
 		o.Backends = []string{ModeBackend(sc.ProxyConfig.Mode)}
 	}
 	for _, b := range o.Backends {
-		if !all.Valid(b) {
-			return nil, fmt.Errorf("backend %q: allowed values are %s", b, strings.Join(all.Names(), ", "))
+		if err := all.Validate(b); err != nil {
+			return nil, err
 		}
 	}
 	if o.Progress == nil {
@@ -133,7 +131,7 @@ func (r *backendRun) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if opts.Settings.IPTablesWholeTableCache && r.backend == "iptables" {
+	if f, _ := all.Lookup(r.backend); opts.Settings.IPTablesWholeTableCache && f.Caps.WholeTableCache {
 		r.res.Label(r.backend, LabelIPTablesCache, "whole-table")
 	}
 	start := time.Now()
@@ -195,7 +193,7 @@ func (r *backendRun) saveState(ctx context.Context, n int, name string) {
 	if r.opts.StateDir == "" {
 		return
 	}
-	path := filepath.Join(r.opts.StateDir, fmt.Sprintf("%s-%s-step%d.txt", r.sc.Name, r.backend, n))
+	path := filepath.Join(r.opts.StateDir, fmt.Sprintf("%s-%s-step%d.txt", r.sc.Name, all.FileName(r.backend), n))
 	err := os.MkdirAll(r.opts.StateDir, 0o755)
 	if err == nil {
 		var buf bytes.Buffer
@@ -268,7 +266,7 @@ func (r *backendRun) writeMetrics() error {
 			errs = append(errs, err)
 			continue
 		}
-		name := filepath.Join(r.opts.MetricsDir, fmt.Sprintf("metrics-%s-%s.prom", r.backend, ag.Node()))
+		name := filepath.Join(r.opts.MetricsDir, fmt.Sprintf("metrics-%s-%s.prom", all.FileName(r.backend), ag.Node()))
 		errs = append(errs, os.WriteFile(name, b.Bytes(), 0o644))
 	}
 	return errors.Join(errs...)

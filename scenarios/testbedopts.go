@@ -2,8 +2,8 @@ package scenarios
 
 import (
 	"net/netip"
-	"strings"
 
+	"kpbench.dev/kpbench/backends/all"
 	"kpbench.dev/kpbench/lab/manifest"
 	"kpbench.dev/kpbench/testbed"
 )
@@ -55,10 +55,11 @@ func (sc *Scenario) TestbedOptions(backend, labName string) (testbed.Options, er
 		o.Settings.IPTablesWholeTableCache = bo.IPTables.WholeTableCache
 	}
 	minSync, sync := pc.IPTables.MinSyncPeriod, pc.IPTables.SyncPeriod
-	switch {
-	case strings.HasSuffix(backend, "nftables"):
+	f, _ := all.Lookup(backend) // the section of the backend's mode configures it
+	switch f.Mode {
+	case all.ModeNFTables:
 		minSync, sync = pc.NFTables.MinSyncPeriod, pc.NFTables.SyncPeriod
-	case strings.HasSuffix(backend, "ipvs"):
+	case all.ModeIPVS:
 		minSync, sync = pc.IPVS.MinSyncPeriod, pc.IPVS.SyncPeriod
 	}
 	if minSync != nil {

@@ -303,3 +303,6 @@ func (tb *Testbed) Stop(ctx context.Context) error {
 
 // Backend returns the backend's name.
 func (tb *Testbed) Backend() string { return tb.opts.Backend }
+
+// Settings returns the backend settings every node's backend was built with.
+func (tb *Testbed) Settings() all.Settings { return tb.opts.Settings }

@@ -10,11 +10,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 )
 
 // errInjected is the error the fake backend returns when told to fail.
@@ -129,37 +128,6 @@ func (c *fakeClock) Set(t time.Time) {
 
 var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 
-func service(name, clusterIP string) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-		Spec: corev1.ServiceSpec{
-			ClusterIP: clusterIP,
-			Ports:     []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
-		},
-	}
-}
-
-// slice returns an EndpointSlice of service svc with one endpoint per IP, and the trigger
-// annotation when trigger is not zero.
-func slice(name, svc string, trigger time.Time, ips ...string) *discoveryv1.EndpointSlice {
-	port, pname, proto := int32(8080), "http", corev1.ProtocolTCP
-	s := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: "default", Name: name,
-			Labels: map[string]string{discoveryv1.LabelServiceName: svc},
-		},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: &pname, Port: &port, Protocol: &proto}},
-	}
-	if !trigger.IsZero() {
-		s.Annotations = map[string]string{TriggerTimeAnnotation: trigger.Format(time.RFC3339Nano)}
-	}
-	for _, ip := range ips {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}})
-	}
-	return s
-}
-
 func newAgent(be *fakeBackend, clock func() time.Time, minSync, period time.Duration) *Agent {
 	return New(Config{
 		Node:          backends.NodeView{Name: "node-a", IPs: NodeIPs("10.0.0.1")},
@@ -209,7 +177,7 @@ func TestRunFirstSyncAtOnce(t *testing.T) {
 		{name: "empty", waitRV: 0},
 		{
 			name:    "changes observed before Run",
-			before:  []Change{{Service: service("a", "10.96.0.10"), ResourceVersion: 1}, {Service: service("b", "10.96.0.11"), ResourceVersion: 2}},
+			before:  []Change{{Service: bt.ServiceObject("a", "10.96.0.10", bt.TCPPort("http", 80)), ResourceVersion: 1}, {Service: bt.ServiceObject("b", "10.96.0.11", bt.TCPPort("http", 80)), ResourceVersion: 2}},
 			waitRV:  2,
 			wantSvc: []string{"a", "b"},
 		},
@@ -253,7 +221,7 @@ func TestRunCoalescesBursts(t *testing.T) {
 			ctx := runAgent(t, a)
 			require.NoError(t, a.WaitSynced(ctx, 0))
 			for i := 1; i <= tt.changes; i++ {
-				a.Observe(Change{Service: service("svc", "10.96.0.10"), ResourceVersion: uint64(i)})
+				a.Observe(Change{Service: bt.ServiceObject("svc", "10.96.0.10", bt.TCPPort("http", 80)), ResourceVersion: uint64(i)})
 			}
 			require.NoError(t, a.WaitSynced(ctx, uint64(tt.changes)))
 			recs := a.Records()
@@ -283,7 +251,7 @@ func TestRunRetriesFailedSync(t *testing.T) {
 			be := newFakeBackend()
 			be.failSyncs(tt.fails)
 			a := newAgent(be, nil, 0, time.Hour)
-			a.Observe(Change{Service: service("a", "10.96.0.10"), ResourceVersion: 1})
+			a.Observe(Change{Service: bt.ServiceObject("a", "10.96.0.10", bt.TCPPort("http", 80)), ResourceVersion: 1})
 			ctx := runAgent(t, a)
 			require.NoError(t, a.WaitSynced(ctx, 1))
 
@@ -306,7 +274,7 @@ func TestRunRetriesFailedSync(t *testing.T) {
 func TestWaitSyncedNotBeforeSuccess(t *testing.T) {
 	be := newFakeBackend()
 	a := newAgent(be, nil, 0, 0)
-	a.Observe(Change{Service: service("a", "10.96.0.10"), ResourceVersion: 1})
+	a.Observe(Change{Service: bt.ServiceObject("a", "10.96.0.10", bt.TCPPort("http", 80)), ResourceVersion: 1})
 	be.failSyncs(1)
 	rec := a.SyncNow(context.Background())
 	require.ErrorIs(t, rec.Err, errInjected)
@@ -340,7 +308,7 @@ func TestWaitSyncedGivesUpOnMachineLimit(t *testing.T) {
 			be := newFakeBackend()
 			be.failWith = tt.err
 			a := newAgent(be, nil, 0, 0)
-			a.Observe(Change{Service: service("a", "10.96.0.10"), ResourceVersion: 1})
+			a.Observe(Change{Service: bt.ServiceObject("a", "10.96.0.10", bt.TCPPort("http", 80)), ResourceVersion: 1})
 			be.failSyncs(1)
 			require.ErrorIs(t, a.SyncNow(context.Background()).Err, tt.err)
 			// With a context already ended, a wait that gives up says so without the
@@ -360,7 +328,7 @@ func TestWaitSyncedGivesUpOnMachineLimit(t *testing.T) {
 func TestRunPeriodicSyncIsFull(t *testing.T) {
 	be := newFakeBackend()
 	a := newAgent(be, nil, 0, 50*time.Millisecond)
-	a.Observe(Change{Service: service("a", "10.96.0.10"), ResourceVersion: 1})
+	a.Observe(Change{Service: bt.ServiceObject("a", "10.96.0.10", bt.TCPPort("http", 80)), ResourceVersion: 1})
 	ctx := runAgent(t, a)
 	require.NoError(t, a.WaitSynced(ctx, 1))
 
@@ -408,7 +376,7 @@ func TestForceSync(t *testing.T) {
 			a := newAgent(be, nil, 0, time.Hour)
 			ctx := runAgent(t, a)
 			require.NoError(t, a.WaitSynced(ctx, 0))
-			a.Observe(Change{Service: service("a", "10.96.0.10"), ResourceVersion: 1})
+			a.Observe(Change{Service: bt.ServiceObject("a", "10.96.0.10", bt.TCPPort("http", 80)), ResourceVersion: 1})
 			rec, err := a.ForceSync(ctx, tt.full)
 			require.NoError(t, err)
 			assert.Equal(t, 1, rec.Services)
@@ -426,11 +394,11 @@ func TestForceSync(t *testing.T) {
 
 func TestDeletedObjectsLeaveState(t *testing.T) {
 	initial := []Change{
-		{Service: service("a", "10.96.0.10"), ResourceVersion: 1},
-		{Service: service("b", "10.96.0.11"), ResourceVersion: 2},
-		{Slice: slice("a-1", "a", time.Time{}, "10.244.1.1", "10.244.1.2"), ResourceVersion: 3},
-		{Slice: slice("a-2", "a", time.Time{}, "10.244.2.1"), ResourceVersion: 4},
-		{Slice: slice("b-1", "b", time.Time{}, "10.244.3.1"), ResourceVersion: 5},
+		{Service: bt.ServiceObject("a", "10.96.0.10", bt.TCPPort("http", 80)), ResourceVersion: 1},
+		{Service: bt.ServiceObject("b", "10.96.0.11", bt.TCPPort("http", 80)), ResourceVersion: 2},
+		{Slice: bt.SliceObject("a-1", "a", "http", 8080, time.Time{}, "10.244.1.1", "10.244.1.2"), ResourceVersion: 3},
+		{Slice: bt.SliceObject("a-2", "a", "http", 8080, time.Time{}, "10.244.2.1"), ResourceVersion: 4},
+		{Slice: bt.SliceObject("b-1", "b", "http", 8080, time.Time{}, "10.244.3.1"), ResourceVersion: 5},
 	}
 	tests := []struct {
 		name    string
@@ -440,31 +408,31 @@ func TestDeletedObjectsLeaveState(t *testing.T) {
 		{name: "nothing deleted", wantEPs: map[string]int{"a": 3, "b": 1}},
 		{
 			name:    "service deleted",
-			deletes: []Change{{Deleted: true, Service: service("b", "10.96.0.11"), ResourceVersion: 6}},
+			deletes: []Change{{Deleted: true, Service: bt.ServiceObject("b", "10.96.0.11", bt.TCPPort("http", 80)), ResourceVersion: 6}},
 			wantEPs: map[string]int{"a": 3},
 		},
 		{
 			name:    "one slice of two deleted",
-			deletes: []Change{{Deleted: true, Slice: slice("a-1", "a", time.Time{}), ResourceVersion: 6}},
+			deletes: []Change{{Deleted: true, Slice: bt.SliceObject("a-1", "a", "http", 8080, time.Time{}), ResourceVersion: 6}},
 			wantEPs: map[string]int{"a": 1, "b": 1},
 		},
 		{
 			name: "every slice deleted",
 			deletes: []Change{
-				{Deleted: true, Slice: slice("a-1", "a", time.Time{}), ResourceVersion: 6},
-				{Deleted: true, Slice: slice("a-2", "a", time.Time{}), ResourceVersion: 7},
-				{Deleted: true, Slice: slice("b-1", "b", time.Time{}), ResourceVersion: 8},
+				{Deleted: true, Slice: bt.SliceObject("a-1", "a", "http", 8080, time.Time{}), ResourceVersion: 6},
+				{Deleted: true, Slice: bt.SliceObject("a-2", "a", "http", 8080, time.Time{}), ResourceVersion: 7},
+				{Deleted: true, Slice: bt.SliceObject("b-1", "b", "http", 8080, time.Time{}), ResourceVersion: 8},
 			},
 			wantEPs: map[string]int{"a": 0, "b": 0},
 		},
 		{
 			name: "everything deleted",
 			deletes: []Change{
-				{Deleted: true, Service: service("a", "10.96.0.10"), ResourceVersion: 6},
-				{Deleted: true, Service: service("b", "10.96.0.11"), ResourceVersion: 7},
-				{Deleted: true, Slice: slice("a-1", "a", time.Time{}), ResourceVersion: 8},
-				{Deleted: true, Slice: slice("a-2", "a", time.Time{}), ResourceVersion: 9},
-				{Deleted: true, Slice: slice("b-1", "b", time.Time{}), ResourceVersion: 10},
+				{Deleted: true, Service: bt.ServiceObject("a", "10.96.0.10", bt.TCPPort("http", 80)), ResourceVersion: 6},
+				{Deleted: true, Service: bt.ServiceObject("b", "10.96.0.11", bt.TCPPort("http", 80)), ResourceVersion: 7},
+				{Deleted: true, Slice: bt.SliceObject("a-1", "a", "http", 8080, time.Time{}), ResourceVersion: 8},
+				{Deleted: true, Slice: bt.SliceObject("a-2", "a", "http", 8080, time.Time{}), ResourceVersion: 9},
+				{Deleted: true, Slice: bt.SliceObject("b-1", "b", "http", 8080, time.Time{}), ResourceVersion: 10},
 			},
 			wantEPs: map[string]int{},
 		},
@@ -507,7 +475,7 @@ func TestProgrammingLatency(t *testing.T) {
 		{
 			name: "recorded after a successful sync",
 			steps: []step{{
-				observe: []Change{{Slice: slice("a-1", "a", t0, "10.244.1.1"), ResourceVersion: 1}},
+				observe: []Change{{Slice: bt.SliceObject("a-1", "a", "http", 8080, t0, "10.244.1.1"), ResourceVersion: 1}},
 				now:     t0.Add(1500 * time.Millisecond),
 				want:    []time.Duration{1500 * time.Millisecond},
 			}},
@@ -516,14 +484,14 @@ func TestProgrammingLatency(t *testing.T) {
 			name: "no annotation, deleted slice or bad time: nothing",
 			steps: []step{{
 				observe: []Change{
-					{Slice: slice("a-1", "a", time.Time{}, "10.244.1.1"), ResourceVersion: 1},
-					{Deleted: true, Slice: slice("a-2", "a", t0), ResourceVersion: 2},
+					{Slice: bt.SliceObject("a-1", "a", "http", 8080, time.Time{}, "10.244.1.1"), ResourceVersion: 1},
+					{Deleted: true, Slice: bt.SliceObject("a-2", "a", "http", 8080, t0), ResourceVersion: 2},
 					{Slice: func() *discoveryv1.EndpointSlice {
-						s := slice("a-3", "a", time.Time{}, "10.244.1.3")
+						s := bt.SliceObject("a-3", "a", "http", 8080, time.Time{}, "10.244.1.3")
 						s.Annotations = map[string]string{TriggerTimeAnnotation: "yesterday"}
 						return s
 					}(), ResourceVersion: 3},
-					{Service: service("a", "10.96.0.10"), ResourceVersion: 4},
+					{Service: bt.ServiceObject("a", "10.96.0.10", bt.TCPPort("http", 80)), ResourceVersion: 4},
 				},
 				now: t0.Add(time.Second),
 			}},
@@ -532,12 +500,12 @@ func TestProgrammingLatency(t *testing.T) {
 			name: "triggers of a failed sync kept for the next",
 			steps: []step{
 				{
-					observe: []Change{{Slice: slice("a-1", "a", t0, "10.244.1.1"), ResourceVersion: 1}},
+					observe: []Change{{Slice: bt.SliceObject("a-1", "a", "http", 8080, t0, "10.244.1.1"), ResourceVersion: 1}},
 					now:     t0.Add(time.Second),
 					fail:    true,
 				},
 				{
-					observe: []Change{{Slice: slice("a-2", "a", t0.Add(2*time.Second), "10.244.1.2"), ResourceVersion: 2}},
+					observe: []Change{{Slice: bt.SliceObject("a-2", "a", "http", 8080, t0.Add(2*time.Second), "10.244.1.2"), ResourceVersion: 2}},
 					now:     t0.Add(5 * time.Second),
 					want:    []time.Duration{5 * time.Second, 3 * time.Second},
 				},
@@ -553,7 +521,7 @@ func TestProgrammingLatency(t *testing.T) {
 			// were in place: the sync ended when they were.
 			name: "the backend's confirmation is not programming latency",
 			steps: []step{{
-				observe: []Change{{Slice: slice("a-1", "a", t0, "10.244.1.1"), ResourceVersion: 1}},
+				observe: []Change{{Slice: bt.SliceObject("a-1", "a", "http", 8080, t0, "10.244.1.1"), ResourceVersion: 1}},
 				now:     t0.Add(1500 * time.Millisecond),
 				confirm: 150 * time.Millisecond,
 				want:    []time.Duration{1350 * time.Millisecond},
@@ -563,8 +531,8 @@ func TestProgrammingLatency(t *testing.T) {
 			name: "every update of a slice counts",
 			steps: []step{{
 				observe: []Change{
-					{Slice: slice("a-1", "a", t0, "10.244.1.1"), ResourceVersion: 1},
-					{Slice: slice("a-1", "a", t0.Add(time.Second), "10.244.1.2"), ResourceVersion: 2},
+					{Slice: bt.SliceObject("a-1", "a", "http", 8080, t0, "10.244.1.1"), ResourceVersion: 1},
+					{Slice: bt.SliceObject("a-1", "a", "http", 8080, t0.Add(time.Second), "10.244.1.2"), ResourceVersion: 2},
 				},
 				now:  t0.Add(3 * time.Second),
 				want: []time.Duration{3 * time.Second, 2 * time.Second},
@@ -602,7 +570,9 @@ func TestProgrammingLatency(t *testing.T) {
 }
 
 func TestObjectlessChange(t *testing.T) {
-	svc := func(rv uint64) Change { return Change{Service: service("a", "10.96.0.10"), ResourceVersion: rv} }
+	svc := func(rv uint64) Change {
+		return Change{Service: bt.ServiceObject("a", "10.96.0.10", bt.TCPPort("http", 80)), ResourceVersion: rv}
+	}
 	bare := func(rv uint64) Change { return Change{ResourceVersion: rv} }
 	type step struct {
 		observe []Change
@@ -707,7 +677,7 @@ func TestObjectlessChange(t *testing.T) {
 func TestObjectlessChangeWakesWaiter(t *testing.T) {
 	be := newFakeBackend()
 	a := newAgent(be, nil, 0, 0)
-	a.Observe(Change{Service: service("a", "10.96.0.10"), ResourceVersion: 1})
+	a.Observe(Change{Service: bt.ServiceObject("a", "10.96.0.10", bt.TCPPort("http", 80)), ResourceVersion: 1})
 	require.NoError(t, a.SyncNow(context.Background()).Err)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -739,9 +709,9 @@ func TestConsume(t *testing.T) {
 				a.Consume(ctx, ch)
 				close(done)
 			}()
-			ch <- Change{Service: service("a", "10.96.0.10"), ResourceVersion: 1}
-			ch <- Change{Slice: slice("a-1", "a", time.Time{}, "10.244.1.1"), ResourceVersion: 2}
-			ch <- Change{Service: service("b", "10.96.0.11"), ResourceVersion: 3}
+			ch <- Change{Service: bt.ServiceObject("a", "10.96.0.10", bt.TCPPort("http", 80)), ResourceVersion: 1}
+			ch <- Change{Slice: bt.SliceObject("a-1", "a", "http", 8080, time.Time{}, "10.244.1.1"), ResourceVersion: 2}
+			ch <- Change{Service: bt.ServiceObject("b", "10.96.0.11", bt.TCPPort("http", 80)), ResourceVersion: 3}
 			tt.stop(ch, cancel)
 			select {
 			case <-done:

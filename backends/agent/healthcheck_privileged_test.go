@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	bt "kpbench.dev/kpbench/backends/backendstest"
 	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/lab/probe"
@@ -42,7 +43,7 @@ func TestHealthServersInNamespace(t *testing.T) {
 	}
 
 	node := "node-a"
-	local := slice("lb-1", "lb", time.Time{}, "10.244.0.2")
+	local := bt.SliceObject("lb-1", "lb", "http", 8080, time.Time{}, "10.244.0.2")
 	local.Endpoints[0].NodeName = &node
 	a.Observe(Change{Service: lbService("lb", "10.96.0.10", 32100), ResourceVersion: 1})
 	a.Observe(Change{Slice: local, ResourceVersion: 2})
@@ -51,7 +52,7 @@ func TestHealthServersInNamespace(t *testing.T) {
 	assert.Equal(t, http.StatusOK, status("http://127.0.0.1:10256/healthz"))
 	assert.Equal(t, http.StatusOK, status("http://127.0.0.1:32100/"))
 
-	a.Observe(Change{Slice: slice("lb-1", "lb", time.Time{}), ResourceVersion: 3})
+	a.Observe(Change{Slice: bt.SliceObject("lb-1", "lb", "http", 8080, time.Time{}), ResourceVersion: 3})
 	require.NoError(t, a.WaitSynced(ctx, 3))
 	assert.Equal(t, http.StatusServiceUnavailable, status("http://127.0.0.1:32100/"))
 

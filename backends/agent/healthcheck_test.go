@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 )
 
 // loopback is a ListenFunc for tests without root: every requested port gets an ephemeral
@@ -203,7 +204,7 @@ func TestProxierHealth(t *testing.T) {
 // lbService is a LoadBalancer Service with externalTrafficPolicy Local and a health-check
 // node port.
 func lbService(name, clusterIP string, hcPort int32) *corev1.Service {
-	s := service(name, clusterIP)
+	s := bt.ServiceObject(name, clusterIP, bt.TCPPort("http", 80))
 	s.Spec.Type = corev1.ServiceTypeLoadBalancer
 	s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	s.Spec.HealthCheckNodePort = hcPort
@@ -220,7 +221,7 @@ func TestAgentServesHealth(t *testing.T) {
 	t.Cleanup(func() { assert.NoError(t, a.CloseHealth()) })
 	ctx := runAgent(t, a)
 
-	local := slice("lb-1", "lb", time.Time{}, "10.244.0.2")
+	local := bt.SliceObject("lb-1", "lb", "http", 8080, time.Time{}, "10.244.0.2")
 	node := "node-a"
 	local.Endpoints[0].NodeName = &node
 	a.Observe(Change{Service: lbService("lb", "10.96.0.10", 32100), ResourceVersion: 1})
@@ -233,7 +234,7 @@ func TestAgentServesHealth(t *testing.T) {
 	status, _ = get(t, lo.addr(DefaultHealthzPort), "/healthz")
 	assert.Equal(t, http.StatusOK, status)
 
-	remote := slice("lb-1", "lb", time.Time{}, "10.244.1.2")
+	remote := bt.SliceObject("lb-1", "lb", "http", 8080, time.Time{}, "10.244.1.2")
 	other := "node-b"
 	remote.Endpoints[0].NodeName = &other
 	a.Observe(Change{Slice: remote, ResourceVersion: 3})

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	bt "kpbench.dev/kpbench/backends/backendstest"
 )
 
 // parseProm parses the Prometheus text format: series (name{labels}) to value, and metric
@@ -230,10 +232,10 @@ func TestAgentMetrics(t *testing.T) {
 	clock := &fakeClock{now: t0}
 	be := newFakeBackend()
 	a := newAgent(be, clock.Now, 0, 0)
-	a.Observe(Change{Service: service("a", "10.96.0.10"), ResourceVersion: 1})
-	a.Observe(Change{Slice: slice("a-1", "a", t0.Add(-time.Second), "10.244.1.1"), ResourceVersion: 2})
+	a.Observe(Change{Service: bt.ServiceObject("a", "10.96.0.10", bt.TCPPort("http", 80)), ResourceVersion: 1})
+	a.Observe(Change{Slice: bt.SliceObject("a-1", "a", "http", 8080, t0.Add(-time.Second), "10.244.1.1"), ResourceVersion: 2})
 	require.NoError(t, a.SyncNow(context.Background()).Err) // first: full
-	a.Observe(Change{Slice: slice("a-1", "a", time.Time{}, "10.244.1.2"), ResourceVersion: 3})
+	a.Observe(Change{Slice: bt.SliceObject("a-1", "a", "http", 8080, time.Time{}, "10.244.1.2"), ResourceVersion: 3})
 	require.NoError(t, a.SyncNow(context.Background()).Err) // partial
 	be.failSyncs(1)
 	require.Error(t, a.SyncNow(context.Background()).Err)

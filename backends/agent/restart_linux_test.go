@@ -17,6 +17,7 @@ import (
 
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/all"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
 )
@@ -69,23 +70,23 @@ func newNodeAgent(t *testing.T, backend, path string, checkPeriod time.Duration)
 // loses an endpoint, one goes away, one appears.
 func objectsOld() []Change {
 	return []Change{
-		{Service: service("a", "10.96.0.10"), ResourceVersion: 1},
-		{Slice: slice("a-1", "a", time.Time{}, "10.244.1.2", "10.244.1.3"), ResourceVersion: 2},
-		{Service: service("b", "10.96.0.11"), ResourceVersion: 3},
-		{Slice: slice("b-1", "b", time.Time{}, "10.244.2.2"), ResourceVersion: 4},
-		{Service: service("c", "10.96.0.12"), ResourceVersion: 5},
-		{Slice: slice("c-1", "c", time.Time{}, "10.244.3.2", "10.244.3.3", "10.244.3.4"), ResourceVersion: 6},
+		{Service: bt.ServiceObject("a", "10.96.0.10", bt.TCPPort("http", 80)), ResourceVersion: 1},
+		{Slice: bt.SliceObject("a-1", "a", "http", 8080, time.Time{}, "10.244.1.2", "10.244.1.3"), ResourceVersion: 2},
+		{Service: bt.ServiceObject("b", "10.96.0.11", bt.TCPPort("http", 80)), ResourceVersion: 3},
+		{Slice: bt.SliceObject("b-1", "b", "http", 8080, time.Time{}, "10.244.2.2"), ResourceVersion: 4},
+		{Service: bt.ServiceObject("c", "10.96.0.12", bt.TCPPort("http", 80)), ResourceVersion: 5},
+		{Slice: bt.SliceObject("c-1", "c", "http", 8080, time.Time{}, "10.244.3.2", "10.244.3.3", "10.244.3.4"), ResourceVersion: 6},
 	}
 }
 
 func objectsNew() []Change {
 	return []Change{
-		{Service: service("a", "10.96.0.10"), ResourceVersion: 11},
-		{Slice: slice("a-1", "a", time.Time{}, "10.244.1.3"), ResourceVersion: 12},
-		{Service: service("b", "10.96.0.11"), ResourceVersion: 13},
-		{Slice: slice("b-1", "b", time.Time{}, "10.244.2.2"), ResourceVersion: 14},
-		{Service: service("d", "10.96.0.13"), ResourceVersion: 15},
-		{Slice: slice("d-1", "d", time.Time{}, "10.244.4.2", "10.244.4.3"), ResourceVersion: 16},
+		{Service: bt.ServiceObject("a", "10.96.0.10", bt.TCPPort("http", 80)), ResourceVersion: 11},
+		{Slice: bt.SliceObject("a-1", "a", "http", 8080, time.Time{}, "10.244.1.3"), ResourceVersion: 12},
+		{Service: bt.ServiceObject("b", "10.96.0.11", bt.TCPPort("http", 80)), ResourceVersion: 13},
+		{Slice: bt.SliceObject("b-1", "b", "http", 8080, time.Time{}, "10.244.2.2"), ResourceVersion: 14},
+		{Service: bt.ServiceObject("d", "10.96.0.13", bt.TCPPort("http", 80)), ResourceVersion: 15},
+		{Slice: bt.SliceObject("d-1", "d", "http", 8080, time.Time{}, "10.244.4.2", "10.244.4.3"), ResourceVersion: 16},
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 )
 
 var errCanaryGone = errors.New("canary gone")
@@ -100,7 +101,7 @@ func TestStateLostRepairedWithinCheckPeriod(t *testing.T) {
 				SyncPeriod:  time.Hour,
 				CheckPeriod: 20 * time.Millisecond,
 			})
-			a.Observe(Change{Service: service("a", "10.96.0.10"), ResourceVersion: 1})
+			a.Observe(Change{Service: bt.ServiceObject("a", "10.96.0.10", bt.TCPPort("http", 80)), ResourceVersion: 1})
 			ctx := runAgent(t, a)
 			first := waitCall(t, ctx, cb.fakeBackend)
 			require.NoError(t, first.Err)

@@ -1,26 +1,21 @@
 //go:build linux
 
-// Package all knows every backend by name and builds one for a node. It is the only place
-// that imports every backend package.
+// Package all is the registry of backends: each one's factory and its facts (how to dump
+// and count its rules, how to explain a failure, how to normalise its rules for
+// diff-rules, its capabilities and needs), looked up by name. It is the only place that
+// imports every backend package, and the only place that knows a backend by its name:
+// code outside backends/ asks the registry instead of switching on names.
 package all
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
-	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"kpbench.dev/kpbench/backends"
-	"kpbench.dev/kpbench/backends/conntrack"
-	"kpbench.dev/kpbench/backends/iptables"
 	"kpbench.dev/kpbench/backends/ipvs"
-	"kpbench.dev/kpbench/backends/kubeproxy"
-	"kpbench.dev/kpbench/backends/nftables"
-	"kpbench.dev/kpbench/backends/perrule"
-	"kpbench.dev/kpbench/backends/userspace"
+	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/upstream"
 )
 
@@ -57,31 +52,18 @@ type Settings struct {
 	MinSyncPeriod, SyncPeriod time.Duration
 	ClusterCIDR               netip.Prefix
 	MasqueradeAll             bool
+	// ToolRoot is a prepared root directory (a Debian root of another release: `kpbench
+	// tools prepare`) that every external tool of our backends runs from, chrooted inside
+	// the node's namespace: nft, iptables of both flavours, ipset, and the node state's
+	// ipvsadm and conntrack. Empty (the zero value): the host's tools. Upstream kube-proxy
+	// runs its own tools and refuses a root.
+	ToolRoot string
 }
 
-// kubeProxy builds a factory for upstream kube-proxy in mode.
-func kubeProxy(mode kubeproxy.Mode) factory {
-	return func(n Node, s Settings) (backends.Backend, error) {
-		bin, err := upstream.Binary(upstream.KubeProxy)
-		if err != nil {
-			return nil, err
-		}
-		if n.NetNSPath != "" && n.Kubeconfig == "" {
-			return nil, fmt.Errorf("node %s: kube-proxy-%s reads a real API server, and the testbed started none (no kubeconfig for the node)", n.Name, mode)
-		}
-		b, err := kubeproxy.New(kubeproxy.Options{
-			Binary: bin, NetNSPath: n.NetNSPath, StateDir: n.StateDir, WaitPublished: n.WaitPublished,
-			Config: kubeproxy.Config{
-				Mode: mode, NodeName: n.Name, NodeIP: n.IP, ClusterCIDR: s.ClusterCIDR, Kubeconfig: n.Kubeconfig,
-				MinSyncPeriod: s.MinSyncPeriod, SyncPeriod: s.SyncPeriod,
-				MasqueradeBit: s.MasqueradeBit, MasqueradeAll: s.MasqueradeAll, Scheduler: s.Scheduler,
-			},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("node %s: %w", n.Name, err)
-		}
-		return b, nil
-	}
+// Tools returns how the tools of backends with these settings run in the namespace at
+// nsPath.
+func (s Settings) Tools(nsPath string) netns.Tools {
+	return netns.Tools{NSPath: nsPath, Root: s.ToolRoot}
 }
 
 // NeedsAPIServer reports whether the named backend reads Services and EndpointSlices from
@@ -90,8 +72,11 @@ func kubeProxy(mode kubeproxy.Mode) factory {
 // Node.WaitPublished. Such a backend runs its own sync loop: the agent should call Sync as
 // soon as changes arrive (MinSyncPeriod 0) and never force periodic full syncs (each one
 // restarts kube-proxy); the backend's Sync only waits for upstream to catch up. Stop it with
-// Close before the control plane.
-func NeedsAPIServer(name string) bool { return strings.HasPrefix(name, "kube-proxy-") }
+// Close before the control plane. An unknown name needs none.
+func NeedsAPIServer(name string) bool {
+	f, ok := Lookup(name)
+	return ok && f.Caps.NeedsAPIServer
+}
 
 // Close stops what a backend runs in the background (the kube-proxy process of the
 // kube-proxy-* backends), leaving its rules to the lab's teardown; it does nothing for
@@ -114,88 +99,106 @@ func HasUpstream() bool {
 	return true
 }
 
-type factory func(n Node, s Settings) (backends.Backend, error)
-
-func lockFile(n Node) string { return filepath.Join(n.StateDir, "xtables-"+n.Name+".lock") }
-
-func registry() map[string]factory {
-	return map[string]factory{
-		"iptables": func(n Node, s Settings) (backends.Backend, error) {
-			return iptables.New(iptables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Flavor: iptables.FlavorNFT, LockFile: lockFile(n), MasqueradeBit: s.MasqueradeBit, WholeTableCache: s.IPTablesWholeTableCache}), nil
-		},
-		"iptables-legacy": func(n Node, s Settings) (backends.Backend, error) {
-			return iptables.New(iptables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Flavor: iptables.FlavorLegacy, LockFile: lockFile(n), MasqueradeBit: s.MasqueradeBit}), nil
-		},
-		"iptables-perrule": func(n Node, s Settings) (backends.Backend, error) {
-			return perrule.New(perrule.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Flavor: iptables.FlavorLegacy, MasqueradeBit: s.MasqueradeBit}), nil
-		},
-		"ipvs": func(n Node, s Settings) (backends.Backend, error) {
-			return ipvs.New(ipvs.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, Scheduler: s.Scheduler, MasqueradeBit: s.MasqueradeBit})
-		},
-		"userspace": func(n Node, s Settings) (backends.Backend, error) {
-			return userspace.New(userspace.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, LockFile: lockFile(n)})
-		},
-		"nftables": func(n Node, s Settings) (backends.Backend, error) {
-			b, err := nftables.New(nftables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath})
-			if err != nil {
-				return nil, err
-			}
-			return conntrack.WithUDPCleanup(b, n.NetNSPath), nil
-		},
-		"kube-proxy-iptables": kubeProxy(kubeproxy.ModeIPTables),
-		"kube-proxy-nftables": kubeProxy(kubeproxy.ModeNFTables),
-		"kube-proxy-ipvs":     kubeProxy(kubeproxy.ModeIPVS),
-	}
-}
-
 // Names returns every backend name, sorted.
 func Names() []string {
 	var names []string
-	for n := range registry() {
-		names = append(names, n)
+	for _, e := range registry() {
+		names = append(names, e.Name)
 	}
 	slices.Sort(names)
 	return names
 }
 
-// New builds the named backend for a node.
-func New(name string, n Node, s Settings) (backends.Backend, error) {
-	f, ok := registry()[name]
-	if !ok {
-		return nil, fmt.Errorf("unknown backend %q: allowed values are %s", name, strings.Join(Names(), ", "))
+// find returns the registry entry of a backend's name (not a reference).
+func find(name string) (entry, bool) {
+	for _, e := range registry() {
+		if e.Name == name {
+			return e, true
+		}
 	}
-	return f(n, s)
+	return entry{}, false
 }
 
-// Valid reports whether name is a known backend.
-func Valid(name string) bool {
-	_, ok := registry()[name]
-	return ok
+// Lookup returns the facts of the backend a reference names (NAME or NAME@VARIANT: a
+// variant has its backend's facts). It does not check the variant: see Validate.
+func Lookup(ref string) (Facts, bool) {
+	name, _ := Split(ref)
+	e, ok := find(name)
+	return e.Facts, ok
 }
 
-// Available returns the backends that `--backend all` means: every backend that runs on
-// this machine's kernel (ipvs only where the kernel has IPVS: inside `kpbench vm run`),
-// except iptables-perrule, which reproduces the 2017 one-call-per-rule behaviour and would
-// take hours at the ladder's sizes (name it explicitly). The kube-proxy-* backends are in
-// only when the upstream binaries are built (`make upstream`), kube-proxy-ipvs only where
-// the kernel has IPVS.
-func Available() []string {
-	var out []string
-	upstreamOK := HasUpstream()
+// Registered returns the facts of every backend, sorted by name.
+func Registered() []Facts {
+	var out []Facts
 	for _, n := range Names() {
-		switch {
-		case n == "iptables-perrule":
-		case NeedsAPIServer(n) && !upstreamOK:
-		case (n == "ipvs" || n == "kube-proxy-ipvs") && !HasIPVS():
-		default:
-			out = append(out, n)
+		f, _ := Lookup(n)
+		out = append(out, f)
+	}
+	return out
+}
+
+// New builds the backend a reference names (NAME or NAME@VARIANT, see Validate) for a
+// node. Its Name is the reference.
+func New(ref string, n Node, s Settings) (backends.Backend, error) {
+	if err := Validate(ref); err != nil {
+		return nil, err
+	}
+	name, variant := Split(ref)
+	e, _ := find(name)
+	return e.build(n, s, variant)
+}
+
+// Valid reports whether ref is a valid backend reference (Validate says why not).
+func Valid(ref string) bool { return Validate(ref) == nil }
+
+// ForMode returns the backend that stands for a KubeProxyConfiguration mode ("" is
+// kube-proxy's default, iptables), and false when no backend implements mode (mode itself
+// is returned then, for the caller's error).
+func ForMode(mode string) (string, bool) {
+	if mode == "" {
+		mode = ModeIPTables
+	}
+	for _, e := range registry() {
+		if e.ModeDefault && e.Mode == mode {
+			return e.Name, true
+		}
+	}
+	return mode, false
+}
+
+// Normalizable returns the backends whose rules diff-rules can compare, sorted.
+func Normalizable() []string {
+	var out []string
+	for _, f := range Registered() {
+		if f.Normalizer != nil {
+			out = append(out, f.Name)
 		}
 	}
 	return out
 }
 
-// Ours returns Available without the kube-proxy-* backends: kpbench's own backends that
-// run here (`--backend ours`, what `make bench` runs; upstream's ladder to 10k would not fit
+// Available returns the backends that `--backend all` means: every backend that runs on
+// this machine, except those that run only when named (iptables-perrule, which
+// reproduces the 2017 one-call-per-rule behaviour and would take hours at the ladder's
+// sizes). Backends that need IPVS are in only where the kernel has it (inside `kpbench vm
+// run`), upstream kube-proxy only when `make upstream` has built it.
+func Available() []string {
+	var out []string
+	upstreamOK, ipvsOK := HasUpstream(), HasIPVS()
+	for _, f := range Registered() {
+		switch {
+		case f.Caps.ExplicitOnly:
+		case f.Caps.NeedsAPIServer && !upstreamOK:
+		case f.Caps.NeedsIPVS && !ipvsOK:
+		default:
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
+// Ours returns Available without upstream kube-proxy: kpbench's own backends that run
+// here (`--backend ours`, what `make bench` runs; upstream's ladder to 10k would not fit
 // its time).
 func Ours() []string {
 	var out []string

@@ -18,7 +18,8 @@ import (
 )
 
 // TestEveryBackendCanBeForcedFull: the agent's periodic resync and the full-sync
-// measurement rely on it; a backend without it silently measures a no-op sync.
+// measurement rely on it; a backend without it silently measures a no-op sync. Each
+// backend also has exactly the capabilities its facts declare.
 func TestEveryBackendCanBeForcedFull(t *testing.T) {
 	_, nsPath := testutil.NewNetNS(t) // some backends probe their tools at construction
 	for _, name := range Names() {
@@ -38,6 +39,13 @@ func TestEveryBackendCanBeForcedFull(t *testing.T) {
 			require.Equal(t, name, b.Name())
 			_, ok := b.(interface{ ForceFullSync() })
 			assert.True(t, ok, "%s has no ForceFullSync", name)
+			// The facts say what the backend can do: they must not lie either way.
+			f, _ := Lookup(name)
+			_, ok = IPVSExperimentsOf(b)
+			assert.Equal(t, f.Caps.IPVSExperiments, ok, "IPVSExperiments")
+			_, ok = RuleTimerOf(b)
+			assert.Equal(t, f.Caps.PerRuleTiming, ok, "PerRuleTiming")
+			assert.Equal(t, f.Caps.NeedsAPIServer, NeedsAPIServer(name))
 		})
 	}
 }

@@ -1,22 +1,16 @@
-//go:build linux
-
 // Package conntrack deletes the UDP conntrack entries that a proxy change leaves stale, as
 // kube-proxy does after every sync: when a UDP endpoint goes away, entries whose replies
 // come from it (for every address of the service) are deleted, or clients on a fixed
 // source port keep sending to a dead pod; when a UDP service gets its first endpoint, its
-// entries are deleted, since they were made for the REJECT. Every backend shares it.
+// entries are deleted, since they were made for the REJECT. Backends reach it through
+// backends/synced, after every successful sync.
 package conntrack
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/netip"
 
-	"github.com/ti-mo/conntrack"
-
 	"kpbench.dev/kpbench/backends"
-	"kpbench.dev/kpbench/internal/netns"
 )
 
 // ProtoUDP is IPPROTO_UDP.
@@ -36,50 +30,6 @@ type Flow struct {
 type Table interface {
 	// DeleteMatching deletes every entry for which match is true and returns how many.
 	DeleteMatching(ctx context.Context, match func(Flow) bool) (int, error)
-}
-
-// Namespace is the conntrack table of the network namespace at Path, over netlink.
-type Namespace struct{ Path string }
-
-// DeleteMatching dumps the table and deletes matching entries one by one, on a socket
-// opened inside the namespace (internal/netns.Do; the socket stays there).
-//
-// Equivalent to: `conntrack -D -p udp --orig-dst $svcIP --orig-port-dst $port --reply-src $ep`.
-func (c Namespace) DeleteMatching(ctx context.Context, match func(Flow) bool) (int, error) {
-	deleted := 0
-	err := netns.Do(c.Path, func() error {
-		conn, err := conntrack.Dial(nil)
-		if err != nil {
-			return fmt.Errorf("conntrack dial: %w", err)
-		}
-		defer conn.Close()
-		flows, err := conn.Dump(nil)
-		if err != nil {
-			return fmt.Errorf("conntrack dump: %w", err)
-		}
-		var errs []error
-		for _, f := range flows {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			fl := Flow{
-				Proto:    f.TupleOrig.Proto.Protocol,
-				OrigSrc:  netip.AddrPortFrom(f.TupleOrig.IP.SourceAddress, f.TupleOrig.Proto.SourcePort),
-				OrigDst:  netip.AddrPortFrom(f.TupleOrig.IP.DestinationAddress, f.TupleOrig.Proto.DestinationPort),
-				ReplySrc: netip.AddrPortFrom(f.TupleReply.IP.SourceAddress, f.TupleReply.Proto.SourcePort),
-			}
-			if !match(fl) {
-				continue
-			}
-			if err := conn.Delete(f); err != nil {
-				errs = append(errs, fmt.Errorf("conntrack delete %v: %w", fl, err))
-				continue
-			}
-			deleted++
-		}
-		return errors.Join(errs...)
-	})
-	return deleted, err
 }
 
 // Filter selects UDP entries whose original destination is one of Dsts and, when ReplySrc
@@ -188,63 +138,4 @@ func Clear(ctx context.Context, ct Table, filters []Filter) (int, error) {
 		}
 		return false
 	})
-}
-
-// Cleaner keeps the last state a node programmed and, after each successful sync, deletes
-// the UDP entries that the change made stale. Backends that do not do it themselves get it
-// from the agent's side through WithUDPCleanup.
-type Cleaner struct {
-	table Table
-	last  map[backends.ServicePortName]*backends.ServicePort
-}
-
-// NewCleaner returns a cleaner working on table.
-func NewCleaner(table Table) *Cleaner { return &Cleaner{table: table} }
-
-// AfterSync deletes the entries made stale by going from the last state to st, and
-// remembers st. The first call only remembers (there is nothing older to compare with).
-func (c *Cleaner) AfterSync(ctx context.Context, st *backends.State) (int, error) {
-	var n int
-	var err error
-	if c.last != nil {
-		n, err = Clear(ctx, c.table, StaleUDP(c.last, st))
-	}
-	c.last = backends.Snapshot(st)
-	return n, err
-}
-
-// udpCleaning is a backend followed by a Cleaner.
-type udpCleaning struct {
-	backends.Backend
-	cleaner *Cleaner
-}
-
-// WithUDPCleanup wraps b so that every successful sync is followed by the UDP conntrack
-// cleanup of the node's namespace at nsPath.
-func WithUDPCleanup(b backends.Backend, nsPath string) backends.Backend {
-	return &udpCleaning{Backend: b, cleaner: NewCleaner(Namespace{Path: nsPath})}
-}
-
-// Sync syncs the backend, then cleans up; a cleanup failure fails the sync (the agent
-// retries, and the backend's next sync is cheap when nothing changed).
-func (u *udpCleaning) Sync(ctx context.Context, st *backends.State) (backends.SyncResult, error) {
-	res, err := u.Backend.Sync(ctx, st)
-	if err != nil {
-		return res, err
-	}
-	if _, err := u.cleaner.AfterSync(ctx, st); err != nil {
-		return res, fmt.Errorf("sync %s: conntrack cleanup: %w", u.Backend.Name(), err)
-	}
-	return res, nil
-}
-
-// Unwrap returns the wrapped backend: the agent looks up optional interfaces (its state
-// check) through it.
-func (u *udpCleaning) Unwrap() backends.Backend { return u.Backend }
-
-// ForceFullSync passes through to the wrapped backend.
-func (u *udpCleaning) ForceFullSync() {
-	if fs, ok := u.Backend.(interface{ ForceFullSync() }); ok {
-		fs.ForceFullSync()
-	}
 }

@@ -46,7 +46,9 @@ func flow(dst, replySrc string) Flow {
 		OrigDst: netip.MustParseAddrPort(dst), ReplySrc: netip.MustParseAddrPort(replySrc)}
 }
 
-func TestCleanerDeletesOnlyStaleEntries(t *testing.T) {
+// TestClearDeletesOnlyStaleEntries: StaleUDP between two states, cleared from a table,
+// deletes what the change made stale and nothing else.
+func TestClearDeletesOnlyStaleEntries(t *testing.T) {
 	tests := []struct {
 		name       string
 		before     *backends.State
@@ -82,11 +84,7 @@ func TestCleanerDeletesOnlyStaleEntries(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			table := &fakeTable{flows: tt.flows}
-			c := NewCleaner(table)
-			n, err := c.AfterSync(context.Background(), tt.before)
-			require.NoError(t, err)
-			require.Zero(t, n, "the first sync only remembers")
-			n, err = c.AfterSync(context.Background(), tt.after)
+			n, err := Clear(context.Background(), table, StaleUDP(backends.Snapshot(tt.before), tt.after))
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantDelete, n)
 			assert.Equal(t, tt.wantLeft, table.flows)

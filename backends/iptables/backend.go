@@ -16,16 +16,23 @@ import (
 
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/conntrack"
+	"kpbench.dev/kpbench/backends/synced"
 	"kpbench.dev/kpbench/internal/netns"
 )
 
 // Options configure a Backend. The caller decides when to force full syncs (kube-proxy's
 // syncPeriod) and calls ForceFullSync.
 type Options struct {
+	// Name, when set, replaces the backend's name (a variant's full reference, such as
+	// iptables@whole-table-cache).
+	Name string
 	// NodeName names the node in errors.
 	NodeName string
 	// NetNSPath is the node's network namespace (/run/netns/<name>); every tool runs there.
 	NetNSPath string
+	// ToolRoot is a prepared root directory the tools run from, chrooted (netns.Tools);
+	// empty: the host's. LockFile is then a path inside it.
+	ToolRoot string
 	// Flavor selects iptables-nft (default) or iptables-legacy.
 	Flavor Flavor
 	// LockFile is exported as XTABLES_LOCKFILE to every tool, so that nodes do not share
@@ -50,19 +57,17 @@ type Options struct {
 // partial when it can be, as kube-proxy since 1.28. It is safe for concurrent use (syncs
 // are serialised).
 type Backend struct {
-	opts                     Options
-	ipt, restore, save       string
-	env                      []string
-	exec                     execer
-	ct                       conntrack.Table
-	gen                      *Generator
-	mu                       sync.Mutex
-	buf                      bytes.Buffer
-	needFull                 bool
-	last                     map[backends.ServicePortName]*backends.ServicePort
-	installed                map[string]struct{}
-	failures, conntrackFails int
-	hintWork                 float64 // cacheHintWork; tests lower it
+	opts               Options
+	ipt, restore, save string
+	env                []string
+	exec               execer
+	synced             *synced.Tracker
+	gen                *Generator
+	mu                 sync.Mutex
+	buf                bytes.Buffer
+	installed          map[string]struct{}
+	failures           int
+	hintWork           float64 // cacheHintWork; tests lower it
 }
 
 var _ backends.Backend = (*Backend)(nil)
@@ -76,11 +81,11 @@ func New(opts Options) *Backend {
 	if opts.MasqueradeBit == 0 {
 		opts.MasqueradeBit = DefaultMasqueradeBit
 	}
-	return newBackend(opts, nsExecer{path: opts.NetNSPath}, conntrack.Namespace{Path: opts.NetNSPath})
+	return newBackend(opts, netns.Tools{NSPath: opts.NetNSPath, Root: opts.ToolRoot}, conntrack.Namespace{Path: opts.NetNSPath})
 }
 
 func newBackend(opts Options, ex execer, ct conntrack.Table) *Backend {
-	b := &Backend{opts: opts, exec: ex, ct: ct, gen: NewGenerator(opts.MasqueradeBit), needFull: true, hintWork: cacheHintWork}
+	b := &Backend{opts: opts, exec: ex, synced: synced.New(ct), gen: NewGenerator(opts.MasqueradeBit), hintWork: cacheHintWork}
 	b.ipt, b.restore, b.save = opts.Flavor.Binaries()
 	if opts.LockFile != "" {
 		b.env = []string{"XTABLES_LOCKFILE=" + opts.LockFile}
@@ -88,8 +93,12 @@ func newBackend(opts Options, ex execer, ct conntrack.Table) *Backend {
 	return b
 }
 
-// Name returns "iptables" for the nft flavour and "iptables-legacy" for legacy.
+// Name returns Options.Name, by default "iptables" for the nft flavour and
+// "iptables-legacy" for legacy.
 func (b *Backend) Name() string {
+	if b.opts.Name != "" {
+		return b.opts.Name
+	}
 	if b.opts.Flavor == FlavorLegacy {
 		return "iptables-legacy"
 	}
@@ -97,11 +106,7 @@ func (b *Backend) Name() string {
 }
 
 // ForceFullSync makes the next Sync rewrite everything (kube-proxy does so every syncPeriod).
-func (b *Backend) ForceFullSync() {
-	b.mu.Lock()
-	b.needFull = true
-	b.mu.Unlock()
-}
+func (b *Backend) ForceFullSync() { b.synced.ForceFullSync() }
 
 // RestoreFailures returns how many iptables-restore runs failed
 // (kube-proxy's sync_proxy_rules_iptables_restore_failures_total).
@@ -112,12 +117,12 @@ func (b *Backend) RestoreFailures() int {
 }
 
 func (b *Backend) run(ctx context.Context, path string, stdin []byte, args ...string) (execResult, error) {
-	return b.exec.Run(ctx, netns.Command{Path: path, Args: b.lockArgs(args), Stdin: stdin, Env: b.env})
+	return b.exec.Exec(ctx, netns.Command{Path: path, Args: b.lockArgs(args), Stdin: stdin, Env: b.env})
 }
 
 // runDiscarding is run for a tool whose standard output nobody reads.
 func (b *Backend) runDiscarding(ctx context.Context, path string, stdin []byte, args ...string) (execResult, error) {
-	return b.exec.Run(ctx, netns.Command{Path: path, Args: b.lockArgs(args), Stdin: stdin, Env: b.env, DiscardStdout: true})
+	return b.exec.Exec(ctx, netns.Command{Path: path, Args: b.lockArgs(args), Stdin: stdin, Env: b.env, DiscardStdout: true})
 }
 
 // lockArgs gives "-w" the configured lock wait in seconds.
@@ -150,11 +155,12 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	defer b.mu.Unlock()
 	var res backends.SyncResult
 
-	full := b.needFull || b.last == nil
+	s := b.synced.Begin()
+	full := s.Full
 	if !full {
 		ok, err := b.canaryExists(ctx)
 		if err != nil {
-			b.needFull = true
+			b.synced.Failed()
 			return res, b.errorf("check canary: %w", err)
 		}
 		full = !ok
@@ -162,7 +168,7 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	if b.installed == nil {
 		chains, err := b.listServiceChains(ctx)
 		if err != nil {
-			b.needFull = true
+			b.synced.Failed()
 			return res, b.errorf("list chains: %w", err)
 		}
 		b.installed = chains
@@ -171,7 +177,7 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	start := time.Now()
 	req := Request{State: desired, Installed: b.installed}
 	if !full {
-		req.Changed = changedServices(b.last, desired)
+		req.Changed = b.synced.Changed(desired)
 	}
 	b.buf.Reset()
 	gres := b.gen.Generate(&b.buf, req)
@@ -190,7 +196,7 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 		res.ApplyCPU += cpu
 		if err != nil {
 			res.Apply = time.Since(start)
-			b.needFull = true
+			b.synced.Failed()
 			return b.errorf("ensure jumps: %w", err)
 		}
 		return nil
@@ -212,7 +218,7 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	if err != nil {
 		res.Apply = time.Since(start)
 		b.failures++
-		b.needFull = true
+		b.synced.Failed()
 		return res, b.errorf("%w", newRestoreError(err, out.Stderr, input))
 	}
 	if full && !jumpsFirst {
@@ -221,27 +227,11 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 		}
 	}
 	res.Apply = time.Since(start)
-	filters := conntrack.StaleUDP(b.last, desired)
 	b.installed = gres.Active
-	b.last = backends.Snapshot(desired)
-	b.needFull = false
-
-	if _, err := conntrack.Clear(ctx, b.ct, filters); err != nil {
-		b.conntrackFails++
-		return res, b.errorf("conntrack cleanup: %w", err)
+	if err := b.synced.Done(ctx, s, desired); err != nil {
+		return res, b.errorf("%w", err)
 	}
 	return res, nil
-}
-
-// changedServices returns the service ports of cur that are new or differ from last.
-func changedServices(last map[backends.ServicePortName]*backends.ServicePort, cur *backends.State) map[backends.ServicePortName]bool {
-	changed := map[backends.ServicePortName]bool{}
-	for _, sp := range cur.Services {
-		if old, ok := last[sp.Name]; !ok || !old.Equal(sp) {
-			changed[sp.Name] = true
-		}
-	}
-	return changed
 }
 
 // canaryExists checks kube-proxy's canary chain in the mangle table. Someone flushing the
@@ -341,7 +331,8 @@ func (b *Backend) ensureJumps(ctx context.Context) (time.Duration, error) {
 func (b *Backend) Cleanup(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.needFull, b.last, b.installed = true, nil, nil
+	b.synced.Reset()
+	b.installed = nil
 	var errs []error
 	for _, j := range Jumps() {
 		for range 16 { // delete duplicates too, but never loop forever

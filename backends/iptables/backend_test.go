@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 	"kpbench.dev/kpbench/backends/conntrack"
 	"kpbench.dev/kpbench/internal/netns"
 )
@@ -28,7 +29,7 @@ type fakeExec struct {
 	respond func(cmd netns.Command) (execResult, error)
 }
 
-func (f *fakeExec) Run(_ context.Context, cmd netns.Command) (execResult, error) {
+func (f *fakeExec) Exec(_ context.Context, cmd netns.Command) (execResult, error) {
 	f.cmds = append(f.cmds, cmd)
 	if f.respond != nil {
 		return f.respond(cmd)
@@ -46,26 +47,10 @@ func (f *fakeExec) restores() []netns.Command {
 	return out
 }
 
-type fakeCT struct{ flows []conntrack.Flow }
-
-func (f *fakeCT) DeleteMatching(_ context.Context, match func(conntrack.Flow) bool) (int, error) {
-	var keep []conntrack.Flow
-	n := 0
-	for _, fl := range f.flows {
-		if match(fl) {
-			n++
-		} else {
-			keep = append(keep, fl)
-		}
-	}
-	f.flows = keep
-	return n, nil
-}
-
 func twoServices() *backends.State {
-	return state(
-		svc("ns1", "a", "p80", backends.TCP, "172.30.0.1", 80, eps(2, 0, 8080)),
-		svc("ns1", "b", "p80", backends.TCP, "172.30.0.2", 80, eps(2, 0, 9090)),
+	return bt.State(
+		bt.Service("ns1/a:p80", "172.30.0.1:80", bt.EPs(1, 2, 8080, 0)...),
+		bt.Service("ns1/b:p80", "172.30.0.2:80", bt.EPs(1, 2, 9090, 0)...),
 	)
 }
 
@@ -89,7 +74,7 @@ func TestSyncFullThenPartial(t *testing.T) {
 		}
 		return execResult{}, nil
 	}}
-	b := newBackend(Options{NodeName: "node-1", Flavor: FlavorLegacy, LockFile: "/run/kpb-x.lock", MasqueradeBit: 14}, fx, &fakeCT{})
+	b := newBackend(Options{NodeName: "node-1", Flavor: FlavorLegacy, LockFile: "/run/kpb-x.lock", MasqueradeBit: 14}, fx, bt.NewConntrack())
 	assert.Equal(t, "iptables-legacy", b.Name())
 	ctx := context.Background()
 
@@ -124,7 +109,7 @@ func TestSyncFullThenPartial(t *testing.T) {
 
 	// Change service b's endpoints: only b's chains, and b's stale endpoint chain deleted.
 	st2 := twoServices()
-	st2.Services[1].Endpoints = eps(1, 0, 9090)
+	st2.Services[1].Endpoints = bt.EPs(1, 1, 9090, 0)
 	fx.cmds = nil
 	res, err = b.Sync(ctx, st2)
 	require.NoError(t, err)
@@ -132,7 +117,7 @@ func TestSyncFullThenPartial(t *testing.T) {
 	assert.Equal(t, 1, res.ChangedServices)
 	in := fx.restores()[0].Stdin
 	b2 := st2.Services[1]
-	stale := EndpointChain(b2.Name, eps(2, 0, 9090)[1])
+	stale := EndpointChain(b2.Name, bt.EPs(1, 2, 9090, 0)[1])
 	assert.ElementsMatch(t, []string{ServiceChain(b2.Name), EndpointChain(b2.Name, b2.Endpoints[0]), stale}, natServiceChains(t, in))
 	assert.Contains(t, string(in), "-X "+stale+"\n")
 	assert.NotContains(t, string(in), "*mangle")
@@ -140,7 +125,7 @@ func TestSyncFullThenPartial(t *testing.T) {
 	assert.Contains(t, string(in), "-j "+ServiceChain(st2.Services[0].Name), "KUBE-SERVICES is always rewritten")
 
 	// Remove service a: its chains are deleted.
-	st3 := state(st2.Services[1])
+	st3 := bt.State(st2.Services[1])
 	fx.cmds = nil
 	_, err = b.Sync(ctx, st3)
 	require.NoError(t, err)
@@ -170,7 +155,7 @@ func TestSyncRestoreErrorThenFull(t *testing.T) {
 		}
 		return execResult{}, nil
 	}
-	b := newBackend(Options{NodeName: "node-2"}, fx, &fakeCT{})
+	b := newBackend(Options{NodeName: "node-2"}, fx, bt.NewConntrack())
 	b.ipt, b.restore, b.save = FlavorNFT.Binaries()
 	ctx := context.Background()
 	_, err := b.Sync(ctx, twoServices())
@@ -202,7 +187,7 @@ func TestSyncCanaryGoneAndForceFull(t *testing.T) {
 		}
 		return execResult{}, nil
 	}}
-	b := newBackend(Options{NodeName: "n"}, fx, &fakeCT{})
+	b := newBackend(Options{NodeName: "n"}, fx, bt.NewConntrack())
 	ctx := context.Background()
 	_, err := b.Sync(ctx, twoServices())
 	require.NoError(t, err)
@@ -222,34 +207,34 @@ func TestSyncCanaryGoneAndForceFull(t *testing.T) {
 
 func TestStaleUDPConntrack(t *testing.T) {
 	udp := func(endpoints []backends.Endpoint) *backends.State {
-		sp := svc("ns1", "dns", "p53", backends.UDP, "172.30.0.10", 53, endpoints)
+		sp := bt.Service("ns1/dns:p53/udp", "172.30.0.10:53", endpoints...)
 		sp.NodePort = 30053
-		return state(sp)
+		return bt.State(sp)
 	}
-	two := eps(2, 0, 5353)
-	ct := &fakeCT{flows: []conntrack.Flow{
-		{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[0].AddrPort()},
-		{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[1].AddrPort()},
-		{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("192.168.0.1:30053"), ReplySrc: two[1].AddrPort()},
-		{Proto: 6, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[1].AddrPort()},
-		{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.99:53"), ReplySrc: two[1].AddrPort()},
-	}}
+	two := bt.EPs(1, 2, 5353, 0)
+	ct := bt.NewConntrack(
+		conntrack.Flow{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[0].AddrPort()},
+		conntrack.Flow{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[1].AddrPort()},
+		conntrack.Flow{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("192.168.0.1:30053"), ReplySrc: two[1].AddrPort()},
+		conntrack.Flow{Proto: 6, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[1].AddrPort()},
+		conntrack.Flow{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.99:53"), ReplySrc: two[1].AddrPort()},
+	)
 	b := newBackend(Options{NodeName: "n"}, &fakeExec{}, ct)
 	ctx := context.Background()
 	_, err := b.Sync(ctx, udp(two))
 	require.NoError(t, err)
 	// The service got its first endpoints: every UDP entry to its addresses is flushed.
-	assert.Len(t, ct.flows, 2)
+	assert.Len(t, ct.Flows(), 2)
 
-	ct.flows = []conntrack.Flow{
-		{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[0].AddrPort()},
-		{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[1].AddrPort()},
-		{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("192.168.0.1:30053"), ReplySrc: two[1].AddrPort()},
-	}
+	ct.Replace(
+		conntrack.Flow{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[0].AddrPort()},
+		conntrack.Flow{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[1].AddrPort()},
+		conntrack.Flow{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("192.168.0.1:30053"), ReplySrc: two[1].AddrPort()},
+	)
 	_, err = b.Sync(ctx, udp(two[:1]))
 	require.NoError(t, err)
 	// Endpoint two[1] went away: its entries (ClusterIP and NodePort) are gone, two[0]'s stay.
-	assert.Equal(t, []conntrack.Flow{{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[0].AddrPort()}}, ct.flows)
+	assert.Equal(t, []conntrack.Flow{{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddrPort("172.30.0.10:53"), ReplySrc: two[0].AddrPort()}}, ct.Flows())
 }
 
 func TestCleanupCommands(t *testing.T) {
@@ -262,7 +247,7 @@ func TestCleanupCommands(t *testing.T) {
 		}
 		return execResult{}, nil
 	}}
-	b := newBackend(Options{NodeName: "n"}, fx, &fakeCT{})
+	b := newBackend(Options{NodeName: "n"}, fx, bt.NewConntrack())
 	require.NoError(t, b.Cleanup(context.Background()))
 	r := fx.restores()
 	require.Len(t, r, 1)

@@ -126,7 +126,7 @@ func BenchmarkSyncFull(b *testing.B) {
 
 				_, p2 := testutil.NewNetNS(b)
 				start = time.Now()
-				out, err := nsExecer{path: p2}.Run(context.Background(), netns.Command{
+				out, err := netns.Tools{NSPath: p2}.Exec(context.Background(), netns.Command{
 					Path: restore, Args: []string{"-w", "--noflush", "--counters"}, Stdin: buf.Bytes(),
 					Env: []string{"XTABLES_LOCKFILE=" + filepath.Join(b.TempDir(), "lock")}})
 				bare += time.Since(start)

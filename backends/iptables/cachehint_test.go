@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
 )
@@ -78,7 +79,7 @@ func TestSyncCacheHint(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fx := &fakeExec{}
 			tc.opts.NodeName = "n"
-			b := newBackend(tc.opts, fx, &fakeCT{})
+			b := newBackend(tc.opts, fx, bt.NewConntrack())
 			_, err := b.Sync(context.Background(), bigState(tc.services))
 			require.NoError(t, err)
 			r := fx.restores()
@@ -101,8 +102,8 @@ func TestPrivilegedCacheHintSameRules(t *testing.T) {
 	dumps := map[bool][]string{}
 	for _, hint := range []bool{false, true} {
 		_, path := testutil.NewNetNS(t)
-		fx := &countingExec{inner: nsExecer{path: path}}
-		b := newBackend(Options{NodeName: "n", NetNSPath: path, Flavor: FlavorNFT, LockFile: filepath.Join(t.TempDir(), "lock"), WholeTableCache: hint}, fx, &fakeCT{})
+		fx := &countingExec{inner: netns.Tools{NSPath: path}}
+		b := newBackend(Options{NodeName: "n", NetNSPath: path, Flavor: FlavorNFT, LockFile: filepath.Join(t.TempDir(), "lock"), WholeTableCache: hint}, fx, bt.NewConntrack())
 		b.hintWork = 0 // hint every restore, however small
 		st := bigState(50)
 		st2 := bigState(50)
@@ -129,11 +130,11 @@ type countingExec struct {
 	hinted int
 }
 
-func (c *countingExec) Run(ctx context.Context, cmd netns.Command) (execResult, error) {
+func (c *countingExec) Exec(ctx context.Context, cmd netns.Command) (execResult, error) {
 	if strings.Contains(string(cmd.Stdin), "\n*nat\n-S\n") {
 		c.hinted++
 	}
-	return c.inner.Run(ctx, cmd)
+	return c.inner.Exec(ctx, cmd)
 }
 
 // comparableSave drops iptables-save's comment and timestamp lines.

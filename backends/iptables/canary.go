@@ -22,15 +22,13 @@ import (
 func (b *Backend) CheckState(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.last == nil {
-		return nil // nothing written yet (or Cleanup ran): the next sync is full anyway
-	}
-	err := b.checkState(ctx)
-	if err != nil {
-		b.needFull = true
-		b.installed = nil // list the kernel's chains again: they may be gone
-	}
-	return err
+	return b.synced.Check(ctx, func(ctx context.Context) error {
+		err := b.checkState(ctx)
+		if err != nil {
+			b.installed = nil // list the kernel's chains again: they may be gone
+		}
+		return err
+	})
 }
 
 func (b *Backend) checkState(ctx context.Context) error {

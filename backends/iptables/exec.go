@@ -32,20 +32,11 @@ func (f Flavor) Binaries() (iptables, restore, save string) {
 // execResult is what one exec'd tool printed and cost.
 type execResult = netns.Result
 
-// execer runs a tool inside the node's namespace. The real one is nsExecer; unit tests use
-// a fake that records argv and stdin.
+// execer runs a tool inside the node's namespace. The real one is netns.Tools (the host's
+// tools or a tool root's; a non-zero exit is an error wrapping *exec.ExitError with
+// stderr); unit tests use a fake that records argv and stdin.
 type execer interface {
-	Run(ctx context.Context, cmd netns.Command) (execResult, error)
-}
-
-// nsExecer runs commands in the namespace at path (internal/netns.Exec: the child inherits the
-// namespace of a thread locked there). A non-zero exit is an error wrapping
-// *exec.ExitError with stderr.
-type nsExecer struct{ path string }
-
-// Run implements execer.
-func (e nsExecer) Run(ctx context.Context, cmd netns.Command) (execResult, error) {
-	return netns.Exec(ctx, e.path, cmd)
+	Exec(ctx context.Context, cmd netns.Command) (execResult, error)
 }
 
 // exitCode returns the exit status carried by err, or -1.

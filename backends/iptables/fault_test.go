@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
 )
@@ -81,10 +82,10 @@ func normalizeSave(dump string) string {
 // threeServices is twoServices with a third service and one endpoint fewer on the first:
 // a change that needs both new chains and deleted ones.
 func threeServices() *backends.State {
-	return state(
-		svc("ns1", "a", "p80", backends.TCP, "172.30.0.1", 80, eps(1, 0, 8080)),
-		svc("ns1", "b", "p80", backends.TCP, "172.30.0.2", 80, eps(2, 0, 9090)),
-		svc("ns1", "c", "p53", backends.UDP, "172.30.0.3", 53, eps(3, 0, 5353)),
+	return bt.State(
+		bt.Service("ns1/a:p80", "172.30.0.1:80", bt.EPs(1, 1, 8080, 0)...),
+		bt.Service("ns1/b:p80", "172.30.0.2:80", bt.EPs(1, 2, 9090, 0)...),
+		bt.Service("ns1/c:p53/udp", "172.30.0.3:53", bt.EPs(1, 3, 5353, 0)...),
 	)
 }
 
@@ -236,7 +237,7 @@ func TestFaultTamperingDetected(t *testing.T) {
 			_, restore, _ := f.Binaries()
 			in := "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n" +
 				"*mangle\n:PREROUTING ACCEPT [0:0]\nCOMMIT\n"
-			_, err := nsExecer{path: path}.Run(context.Background(), netns.Command{Path: restore, Args: []string{"-w"}, Stdin: []byte(in)})
+			_, err := netns.Tools{NSPath: path}.Exec(context.Background(), netns.Command{Path: restore, Args: []string{"-w"}, Stdin: []byte(in)})
 			require.NoError(t, err)
 		}, "chain KUBE-PROXY-CANARY is gone from table mangle"},
 	}

@@ -15,43 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
-
-// eps returns n ready endpoints 10.1.x.y:port; the first `local` are on this node.
-func eps(n, local int, port int32) []backends.Endpoint {
-	out := make([]backends.Endpoint, n)
-	for i := range n {
-		out[i] = backends.Endpoint{
-			IP:    netip.AddrFrom4([4]byte{10, 1, byte((i + 1) / 250), byte((i+1)%250 + 1)}),
-			Port:  port,
-			Ready: true, Serving: true,
-			IsLocal:  i < local,
-			NodeName: map[bool]string{true: "node-1", false: "node-2"}[i < local],
-		}
-	}
-	backends.SortEndpoints(out)
-	return out
-}
-
-func svc(ns, name, port string, proto backends.Protocol, ip string, p int32, endpoints []backends.Endpoint) *backends.ServicePort {
-	return &backends.ServicePort{
-		Name:      backends.ServicePortName{Namespace: ns, Name: name, Port: port, Protocol: proto},
-		ClusterIP: netip.MustParseAddr(ip), Port: p, Endpoints: endpoints,
-	}
-}
-
-func state(sps ...*backends.ServicePort) *backends.State {
-	st := &backends.State{
-		NodeName:    "node-1",
-		NodeIPs:     []netip.Addr{netip.MustParseAddr("192.168.0.1")},
-		ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8"),
-		Services:    sps,
-	}
-	st.SortServices()
-	return st
-}
 
 func generate(t testing.TB, st *backends.State) string {
 	t.Helper()
@@ -72,53 +39,65 @@ func checkGolden(t *testing.T, name, got string) {
 }
 
 func TestGenerateGolden(t *testing.T) {
-	mod := func(sp *backends.ServicePort, f func(*backends.ServicePort)) *backends.ServicePort { f(sp); return sp }
 	tests := []struct {
 		name string
 		st   *backends.State
 	}{
-		{"endpoints-1", state(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(1, 0, 8080)))},
-		{"endpoints-2", state(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(2, 0, 8080)))},
-		{"endpoints-3", state(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(3, 0, 8080)))},
-		{"endpoints-320", state(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(320, 0, 8080)))},
-		{"affinity", state(mod(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(2, 0, 8080)), func(sp *backends.ServicePort) {
+		{"endpoints-1", bt.State(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EPs(1, 1, 8080, 0)...))},
+		{"endpoints-2", bt.State(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EPs(1, 2, 8080, 0)...))},
+		{"endpoints-3", bt.State(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EPs(1, 3, 8080, 0)...))},
+		{"endpoints-320", bt.State(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EPs(1, 320, 8080, 0)...))},
+		{"affinity", bt.State(bt.With(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EPs(1, 2, 8080, 0)...), func(sp *backends.ServicePort) {
 			sp.AffinityClientIP, sp.AffinityTimeoutSeconds = true, 10800
 		}))},
-		{"nodeport", state(mod(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(2, 0, 8080)), func(sp *backends.ServicePort) {
+		// Two Services with non-default timeouts, and one with none set (the default): a
+		// generator that ignores the Service's timeout, or mixes them up, writes other
+		// --seconds (issue 22: forcing 10800 passed every test while goldens used 10800).
+		{"affinity-timeouts", bt.State(
+			bt.With(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EPs(1, 2, 8080, 0)...), func(sp *backends.ServicePort) {
+				sp.AffinityClientIP, sp.AffinityTimeoutSeconds = true, 60
+			}),
+			bt.With(bt.Service("ns1/svc2:p80", "172.30.0.42:80", bt.EPs(1, 1, 9090, 0)...), func(sp *backends.ServicePort) {
+				sp.AffinityClientIP, sp.AffinityTimeoutSeconds = true, 3600
+			}),
+			bt.With(bt.Service("ns1/svc3:p80", "172.30.0.43:80", bt.EPs(1, 1, 7070, 0)...), func(sp *backends.ServicePort) {
+				sp.AffinityClientIP, sp.AffinityTimeoutSeconds = true, 0
+			}))},
+		{"nodeport", bt.State(bt.With(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EPs(1, 2, 8080, 0)...), func(sp *backends.ServicePort) {
 			sp.NodePort = 30080
 		}))},
-		{"external-policy-local", state(mod(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(3, 1, 8080)), func(sp *backends.ServicePort) {
+		{"external-policy-local", bt.State(bt.With(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EPs(1, 3, 8080, 1)...), func(sp *backends.ServicePort) {
 			sp.NodePort, sp.ExternalPolicyLocal, sp.HealthCheckNodePort = 30080, true, 30999
 			sp.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("1.2.3.4")}
-		}), mod(svc("ns1", "svc2", "p80", backends.TCP, "172.30.0.42", 80, eps(2, 0, 8080)), func(sp *backends.ServicePort) {
+		}), bt.With(bt.Service("ns1/svc2:p80", "172.30.0.42:80", bt.EPs(1, 2, 8080, 0)...), func(sp *backends.ServicePort) {
 			sp.NodePort, sp.ExternalPolicyLocal, sp.HealthCheckNodePort = 30081, true, 30998
 		}))},
-		{"loadbalancer-source-ranges", state(mod(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(2, 0, 8080)), func(sp *backends.ServicePort) {
+		{"loadbalancer-source-ranges", bt.State(bt.With(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EPs(1, 2, 8080, 0)...), func(sp *backends.ServicePort) {
 			sp.NodePort = 30080
 			sp.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("1.2.3.4")}
 			sp.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/25"), netip.MustParsePrefix("192.168.0.0/24")}
 		}))},
-		{"external-ips", state(mod(svc("ns1", "svc1", "p53", backends.UDP, "172.30.0.41", 53, eps(2, 0, 5353)), func(sp *backends.ServicePort) {
+		{"external-ips", bt.State(bt.With(bt.Service("ns1/svc1:p53/udp", "172.30.0.41:53", bt.EPs(1, 2, 5353, 0)...), func(sp *backends.ServicePort) {
 			sp.ExternalIPs = []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("192.0.2.11")}
 		}))},
-		{"no-endpoints", state(mod(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, nil), func(sp *backends.ServicePort) {
+		{"no-endpoints", bt.State(bt.With(bt.Service("ns1/svc1:p80", "172.30.0.41:80"), func(sp *backends.ServicePort) {
 			sp.NodePort = 30080
 			sp.ExternalIPs = []netip.Addr{netip.MustParseAddr("192.0.2.10")}
 			sp.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("1.2.3.4")}
 		}))},
-		{"internal-policy-local", state(mod(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(3, 1, 8080)), func(sp *backends.ServicePort) {
+		{"internal-policy-local", bt.State(bt.With(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EPs(1, 3, 8080, 1)...), func(sp *backends.ServicePort) {
 			sp.InternalPolicyLocal = true
-		}), mod(svc("ns1", "svc2", "p80", backends.TCP, "172.30.0.42", 80, eps(2, 0, 8080)), func(sp *backends.ServicePort) {
+		}), bt.With(bt.Service("ns1/svc2:p80", "172.30.0.42:80", bt.EPs(1, 2, 8080, 0)...), func(sp *backends.ServicePort) {
 			sp.InternalPolicyLocal = true
 		}))},
 		{"masquerade-all", func() *backends.State {
-			st := state(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(2, 0, 8080)))
+			st := bt.State(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EPs(1, 2, 8080, 0)...))
 			st.MasqueradeAll = true
 			return st
 		}()},
-		{"seed-inference", state(
-			mod(svc("default", "inference-service-0", "", backends.TCP, "10.96.10.20", 8500, eps(2, 0, 8501)), func(sp *backends.ServicePort) { sp.NodePort = 32000 }),
-			mod(svc("default", "kubernetes", "https", backends.TCP, "10.96.0.1", 443, []backends.Endpoint{{IP: netip.MustParseAddr("192.168.0.1"), Port: 6443, Ready: true, Serving: true}}),
+		{"seed-inference", bt.State(
+			bt.With(bt.Service("default/inference-service-0", "10.96.10.20:8500", bt.EPs(1, 2, 8501, 0)...), func(sp *backends.ServicePort) { sp.NodePort = 32000 }),
+			bt.With(bt.Service("default/kubernetes:https", "10.96.0.1:443", []backends.Endpoint{{IP: netip.MustParseAddr("192.168.0.1"), Port: 6443, Ready: true, Serving: true}}...),
 				func(sp *backends.ServicePort) { sp.AffinityClientIP, sp.AffinityTimeoutSeconds = true, 10800 }),
 		)},
 	}
@@ -137,7 +116,7 @@ var probRE = regexp.MustCompile(`--probability (\S+)`)
 func TestProbabilities(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 320} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			out := generate(t, state(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(n, 0, 8080))))
+			out := generate(t, bt.State(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EPs(1, n, 8080, 0)...)))
 			var svcLines []string
 			for _, l := range strings.Split(out, "\n") {
 				if strings.HasPrefix(l, "-A KUBE-SVC-") && !strings.Contains(l, "KUBE-MARK-MASQ") {
@@ -183,11 +162,11 @@ func TestChainNames(t *testing.T) {
 // chain names, 0.5 then an unconditional rule for two endpoints, and the -m recent pair of
 // the kubernetes Service.
 func TestSeedInferenceShape(t *testing.T) {
-	inf := svc("default", "inference-service-0", "", backends.TCP, "10.96.10.20", 8500, eps(2, 0, 8501))
+	inf := bt.Service("default/inference-service-0", "10.96.10.20:8500", bt.EPs(1, 2, 8501, 0)...)
 	inf.NodePort = 32000
-	kube := svc("default", "kubernetes", "https", backends.TCP, "10.96.0.1", 443, eps(1, 0, 6443))
+	kube := bt.Service("default/kubernetes:https", "10.96.0.1:443", bt.EPs(1, 1, 6443, 0)...)
 	kube.AffinityClientIP, kube.AffinityTimeoutSeconds = true, 10800
-	s, err := ParseRestore([]byte(generate(t, state(inf, kube))))
+	s, err := ParseRestore([]byte(generate(t, bt.State(inf, kube))))
 	require.NoError(t, err)
 	rules := func(chain string) [][]string {
 		var out [][]string
@@ -219,7 +198,7 @@ func TestLargeClusterDropsEndpointComments(t *testing.T) {
 		n        int
 		comments bool
 	}{{LargeClusterEndpointsThreshold, true}, {LargeClusterEndpointsThreshold + 1, false}} {
-		out := generate(t, state(svc("ns1", "svc1", "p80", backends.TCP, "172.30.0.41", 80, eps(tt.n, 0, 8080))))
+		out := generate(t, bt.State(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EPs(1, tt.n, 8080, 0)...)))
 		assert.Equal(t, tt.comments, strings.Contains(out, `-m comment --comment "ns1/svc1:p80 -> `), "n=%d", tt.n)
 		assert.Equal(t, tt.comments, strings.Contains(out, `-m comment --comment ns1/svc1:p80 -s`), "n=%d", tt.n)
 		assert.Contains(t, out, `"ns1/svc1:p80 cluster IP"`, "service comments stay")
@@ -227,14 +206,14 @@ func TestLargeClusterDropsEndpointComments(t *testing.T) {
 }
 
 func TestGeneratePartial(t *testing.T) {
-	a := svc("ns1", "a", "p80", backends.TCP, "172.30.0.1", 80, eps(2, 0, 8080))
-	b := svc("ns1", "b", "p80", backends.TCP, "172.30.0.2", 80, eps(3, 0, 9090))
+	a := bt.Service("ns1/a:p80", "172.30.0.1:80", bt.EPs(1, 2, 8080, 0)...)
+	b := bt.Service("ns1/b:p80", "172.30.0.2:80", bt.EPs(1, 3, 9090, 0)...)
 	g := NewGenerator(DefaultMasqueradeBit)
 	var buf bytes.Buffer
-	full := g.Generate(&buf, Request{State: state(a, b)})
+	full := g.Generate(&buf, Request{State: bt.State(a, b)})
 	assert.Len(t, full.Active, 7)
 	buf.Reset()
-	res := g.Generate(&buf, Request{State: state(a, b), Changed: map[backends.ServicePortName]bool{b.Name: true}, Installed: full.Active})
+	res := g.Generate(&buf, Request{State: bt.State(a, b), Changed: map[backends.ServicePortName]bool{b.Name: true}, Installed: full.Active})
 	assert.False(t, res.Full)
 	assert.Equal(t, 1, res.ChangedServices)
 	assert.Empty(t, res.Deleted)

@@ -17,6 +17,7 @@ import (
 	vnetns "github.com/vishvananda/netns"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
 )
@@ -33,7 +34,7 @@ func requireFlavour(t testing.TB, f Flavor) {
 func save(t testing.TB, path string, f Flavor, table string) string {
 	t.Helper()
 	_, _, s := f.Binaries()
-	out, err := nsExecer{path: path}.Run(context.Background(), netns.Command{Path: s, Args: []string{"-t", table}})
+	out, err := netns.Tools{NSPath: path}.Exec(context.Background(), netns.Command{Path: s, Args: []string{"-t", table}})
 	require.NoError(t, err)
 	return string(out.Stdout)
 }
@@ -41,7 +42,7 @@ func save(t testing.TB, path string, f Flavor, table string) string {
 func ipt(t testing.TB, path string, f Flavor, args ...string) error {
 	t.Helper()
 	bin, _, _ := f.Binaries()
-	_, err := nsExecer{path: path}.Run(context.Background(), netns.Command{Path: bin, Args: append([]string{"-w"}, args...)})
+	_, err := netns.Tools{NSPath: path}.Exec(context.Background(), netns.Command{Path: bin, Args: append([]string{"-w"}, args...)})
 	return err
 }
 
@@ -91,7 +92,7 @@ func TestPrivilegedSync(t *testing.T) {
 				require.NotEmpty(t, before[c], c)
 			}
 			st2 := twoServices()
-			st2.Services[1].Endpoints = eps(1, 0, 9090)
+			st2.Services[1].Endpoints = bt.EPs(1, 1, 9090, 0)
 			res, err = b.Sync(ctx, st2)
 			require.NoError(t, err)
 			assert.False(t, res.Full)
@@ -100,7 +101,7 @@ func TestPrivilegedSync(t *testing.T) {
 			for _, c := range aChains {
 				assert.Equal(t, before[c], chainRules(nat2, c))
 			}
-			stale := EndpointChain(st2.Services[1].Name, eps(2, 0, 9090)[1])
+			stale := EndpointChain(st2.Services[1].Name, bt.EPs(1, 2, 9090, 0)[1])
 			assert.Contains(t, nat, ":"+stale)
 			assert.NotContains(t, nat2, ":"+stale)
 			assert.Len(t, chainRules(nat2, ServiceChain(st2.Services[1].Name)), 2) // masq + one endpoint
@@ -185,7 +186,7 @@ func TestPrivilegedConntrackCleanup(t *testing.T) {
 		return backends.Endpoint{IP: netip.MustParseAddr(ip), Port: 5353, Ready: true, Serving: true}
 	}
 	udp := func(endpoints ...backends.Endpoint) *backends.State {
-		return state(svc("ns1", "dns", "p53", backends.UDP, "172.30.0.10", 53, endpoints))
+		return bt.State(bt.Service("ns1/dns:p53/udp", "172.30.0.10:53", endpoints...))
 	}
 	b := New(Options{NodeName: "node-1", NetNSPath: path, LockFile: filepath.Join(t.TempDir(), "lock")})
 	ctx := context.Background()
@@ -193,18 +194,7 @@ func TestPrivilegedConntrackCleanup(t *testing.T) {
 	require.NoError(t, err)
 
 	// A UDP packet to the ClusterIP, sent inside the test namespace only.
-	require.NoError(t, netns.Do(path, func() error {
-		if err := netns.Guard(); err != nil {
-			return err
-		}
-		c, err := net.Dial("udp", "172.30.0.10:53")
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_, err = c.Write([]byte("ping"))
-		return err
-	}))
+	require.NoError(t, bt.SendUDP(path, "172.30.0.10:53", []byte("ping")))
 	toService := func() int {
 		n := 0
 		for _, f := range dumpFlows(t, path) {

@@ -18,12 +18,13 @@ import (
 	"time"
 
 	mipvs "github.com/moby/ipvs"
-	"github.com/ti-mo/conntrack"
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/backends/conntrack"
+	"kpbench.dev/kpbench/backends/synced"
 	"kpbench.dev/kpbench/internal/netns"
 )
 
@@ -37,6 +38,9 @@ type Options struct {
 	NodeName string
 	// NetNSPath is the node's network namespace (/run/netns/<name>).
 	NetNSPath string
+	// ToolRoot is a prepared root directory that ipset and iptables run from, chrooted
+	// (netns.Tools); empty: the host's.
+	ToolRoot string
 	// Scheduler is the IPVS scheduler of every virtual server ("" = rr); see Schedulers.
 	Scheduler string
 	// StrictARP sets arp_ignore=1 and arp_announce=2, so the node does not answer ARP for
@@ -46,15 +50,10 @@ type Options struct {
 	MasqueradeBit int
 }
 
-// execer runs a tool inside the node's namespace; the real one is netns.Exec.
+// execer runs a tool inside the node's namespace; the real one is netns.Tools (the host's
+// tools or a tool root's).
 type execer interface {
-	Run(ctx context.Context, cmd netns.Command) (netns.Result, error)
-}
-
-type nsExecer struct{ path string }
-
-func (e nsExecer) Run(ctx context.Context, cmd netns.Command) (netns.Result, error) {
-	return netns.Exec(ctx, e.path, cmd)
+	Exec(ctx context.Context, cmd netns.Command) (netns.Result, error)
 }
 
 // Backend is the "ipvs" proxy mode for one node. It is safe for concurrent use (syncs are
@@ -65,8 +64,7 @@ type Backend struct {
 	ipvs     *mipvs.Handle
 	nl       *netlink.Handle
 	mu       sync.Mutex
-	needFull bool
-	last     map[backends.ServicePortName]*backends.ServicePort
+	synced   *synced.Tracker
 	lastSets Sets
 	lastCfg  RulesConfig
 	weights  map[netip.Addr]int // experiment overrides, see SetWeights
@@ -118,7 +116,7 @@ func New(opts Options) (*Backend, error) {
 	if err := Probe(opts.NetNSPath); err != nil {
 		return nil, err
 	}
-	b := &Backend{opts: opts, exec: nsExecer{path: opts.NetNSPath}, needFull: true}
+	b := &Backend{opts: opts, exec: netns.Tools{NSPath: opts.NetNSPath, Root: opts.ToolRoot}, synced: synced.New(conntrack.Namespace{Path: opts.NetNSPath})}
 	var err error
 	if b.ipvs, err = mipvs.New(opts.NetNSPath); err != nil {
 		return nil, fmt.Errorf("ipvs backend for %s: ipvs handle: %w", opts.NodeName, err)
@@ -148,11 +146,7 @@ func (b *Backend) Close() {
 }
 
 // ForceFullSync makes the next Sync full (kube-proxy's syncPeriod).
-func (b *Backend) ForceFullSync() {
-	b.mu.Lock()
-	b.needFull = true
-	b.mu.Unlock()
-}
+func (b *Backend) ForceFullSync() { b.synced.ForceFullSync() }
 
 func (b *Backend) errorf(format string, args ...any) error {
 	return fmt.Errorf("sync %s ipvs: "+format, append([]any{b.opts.NodeName}, args...)...)
@@ -163,30 +157,44 @@ func (b *Backend) errorf(format string, args ...any) error {
 // error or ForceFullSync) reads every virtual server and its real servers; a partial one
 // reads every virtual server but the real servers only of service ports that changed since
 // the last sync, and rewrites only ipsets whose entries changed. UDP conntrack entries of
-// removed real servers and virtual servers are deleted afterwards (StaleUDPFlows). The sysctls and the constant
-// iptables ruleset are written on full syncs (and when the cluster CIDR or masqueradeAll
-// changes).
+// removed real servers and virtual servers are deleted afterwards (StaleUDPFlows, through
+// backends/synced; a failure there leaves the next sync partial, the rules being in
+// place). The sysctls and the constant iptables ruleset are written on full syncs (and
+// when the cluster CIDR or masqueradeAll changes).
 func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.SyncResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	res, err := b.sync(ctx, desired)
+	s := b.synced.Begin()
+	res, flows, err := b.sync(ctx, s.Full, desired)
 	if err != nil {
-		b.needFull = true
+		b.synced.Failed()
 		return res, b.errorf("%w", err)
 	}
-	b.needFull = false
+	filters := make([]conntrack.Filter, len(flows))
+	for i, f := range flows {
+		filters[i] = f.Filter()
+	}
+	start := time.Now()
+	err = b.synced.DoneWith(ctx, s, desired, filters)
+	res.Apply += time.Since(start)
+	if err != nil {
+		return res, b.errorf("%w", err)
+	}
 	return res, nil
 }
 
-func (b *Backend) sync(ctx context.Context, desired *backends.State) (backends.SyncResult, error) {
+// sync programs desired and returns the UDP conntrack entries it made stale.
+func (b *Backend) sync(ctx context.Context, full bool, desired *backends.State) (backends.SyncResult, []StaleFlow, error) {
 	var res backends.SyncResult
-	full := b.needFull || b.last == nil
 	res.Full = full
 
 	genStart := time.Now()
 	want := Build(desired, b.opts.Scheduler)
 	want.ApplyWeights(b.weights)
-	changedNames := changedServices(b.last, desired)
+	changedNames := b.synced.Changed(desired)
+	for name := range b.synced.Removed(desired) {
+		changedNames[name] = true
+	}
 	sets := BuildSets(desired)
 	cfg := RulesConfig{ClusterCIDR: desired.ClusterCIDR, MasqueradeAll: desired.MasqueradeAll, MasqueradeBit: b.opts.MasqueradeBit}
 	res.Generate += time.Since(genStart)
@@ -194,12 +202,12 @@ func (b *Backend) sync(ctx context.Context, desired *backends.State) (backends.S
 	applyStart := time.Now()
 	if full {
 		if err := b.sysctls(); err != nil {
-			return res, err
+			return res, nil, err
 		}
 	}
 	link, err := b.ensureDummy()
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
 	var only map[ServiceKey]bool
 	if !full {
@@ -212,7 +220,7 @@ func (b *Backend) sync(ctx context.Context, desired *backends.State) (backends.S
 	}
 	have, err := b.readKernel(link, only)
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
 	res.Apply += time.Since(applyStart)
 
@@ -223,10 +231,10 @@ func (b *Backend) sync(ctx context.Context, desired *backends.State) (backends.S
 	applyStart = time.Now()
 	if err := b.apply(link, plan, want); err != nil {
 		res.Apply += time.Since(applyStart)
-		return res, err
+		return res, nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return res, err
+		return res, nil, err
 	}
 
 	var in strings.Builder
@@ -237,9 +245,9 @@ func (b *Backend) sync(ctx context.Context, desired *backends.State) (backends.S
 	if full || len(changedSets) > 0 {
 		sets.WriteRestore(&in, changedSets)
 		res.Bytes += in.Len()
-		if _, err := b.exec.Run(ctx, netns.Command{Path: "ipset", Args: []string{"restore"}, Stdin: []byte(in.String())}); err != nil {
+		if _, err := b.exec.Exec(ctx, netns.Command{Path: "ipset", Args: []string{"restore"}, Stdin: []byte(in.String())}); err != nil {
 			res.Apply += time.Since(applyStart)
-			return res, fmt.Errorf("ipset restore: %w", err)
+			return res, nil, fmt.Errorf("ipset restore: %w", err)
 		}
 	}
 	b.lastSets = sets
@@ -248,15 +256,11 @@ func (b *Backend) sync(ctx context.Context, desired *backends.State) (backends.S
 		res.Bytes += n
 		if err != nil {
 			res.Apply += time.Since(applyStart)
-			return res, err
+			return res, nil, err
 		}
 	}
 	b.lastCfg = cfg
 	flows := StaleUDPFlows(plan, want, have, only)
-	if err := b.clearConntrack(ctx, flows); err != nil {
-		res.Apply += time.Since(applyStart)
-		return res, err
-	}
 	res.Apply += time.Since(applyStart)
 
 	vs, rs := want.Counts()
@@ -265,41 +269,7 @@ func (b *Backend) sync(ctx context.Context, desired *backends.State) (backends.S
 		changedNames[name] = true
 	}
 	res.ChangedServices = len(changedNames)
-	b.last = snapshot(desired)
-	return res, nil
-}
-
-// changedServices returns the service ports of cur that are new or differ from last, and
-// those of last that are gone. All of them when last is nil.
-func changedServices(last map[backends.ServicePortName]*backends.ServicePort, cur *backends.State) map[backends.ServicePortName]bool {
-	changed := map[backends.ServicePortName]bool{}
-	seen := make(map[backends.ServicePortName]bool, len(cur.Services))
-	for _, sp := range cur.Services {
-		seen[sp.Name] = true
-		if old, ok := last[sp.Name]; !ok || !old.Equal(sp) {
-			changed[sp.Name] = true
-		}
-	}
-	for name := range last {
-		if !seen[name] {
-			changed[name] = true
-		}
-	}
-	return changed
-}
-
-// snapshot deep-copies the service ports of st.
-func snapshot(st *backends.State) map[backends.ServicePortName]*backends.ServicePort {
-	m := make(map[backends.ServicePortName]*backends.ServicePort, len(st.Services))
-	for _, sp := range st.Services {
-		cp := *sp
-		cp.ExternalIPs = slices.Clone(sp.ExternalIPs)
-		cp.LoadBalancerIPs = slices.Clone(sp.LoadBalancerIPs)
-		cp.LoadBalancerSourceRanges = slices.Clone(sp.LoadBalancerSourceRanges)
-		cp.Endpoints = slices.Clone(sp.Endpoints)
-		m[sp.Name] = &cp
-	}
-	return m
+	return res, flows, nil
 }
 
 // sysctls writes the IPVS-mode sysctls inside the node's namespace.
@@ -504,7 +474,7 @@ func addr32(a netip.Addr) *netlink.Addr {
 func (b *Backend) presentJumps(ctx context.Context) ([]Jump, error) {
 	var present []Jump
 	for _, table := range []string{"nat", "filter"} {
-		out, err := b.exec.Run(ctx, netns.Command{Path: "iptables-nft-save", Args: []string{"-t", table}})
+		out, err := b.exec.Exec(ctx, netns.Command{Path: "iptables-nft-save", Args: []string{"-t", table}})
 		if err != nil {
 			return nil, err
 		}
@@ -539,7 +509,7 @@ func (b *Backend) writeRules(ctx context.Context, cfg RulesConfig) (int, error) 
 	}
 	var in strings.Builder
 	WriteRules(&in, cfg, missing)
-	if _, err := b.exec.Run(ctx, netns.Command{Path: "iptables-nft-restore", Args: []string{"-w", "--noflush"}, Stdin: []byte(in.String())}); err != nil {
+	if _, err := b.exec.Exec(ctx, netns.Command{Path: "iptables-nft-restore", Args: []string{"-w", "--noflush"}, Stdin: []byte(in.String())}); err != nil {
 		return in.Len(), fmt.Errorf("iptables-restore: %w", err)
 	}
 	return in.Len(), nil
@@ -554,7 +524,8 @@ func (b *Backend) writeRules(ctx context.Context, cfg RulesConfig) (int, error) 
 func (b *Backend) Cleanup(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.needFull, b.last, b.lastSets, b.lastCfg = true, nil, nil, RulesConfig{}
+	b.synced.Reset()
+	b.lastSets, b.lastCfg = nil, RulesConfig{}
 	var errs []error
 	if err := b.ipvs.Flush(); err != nil {
 		errs = append(errs, fmt.Errorf("flush ipvs: %w", err))
@@ -572,11 +543,11 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 	} else if chainsExist || len(present) > 0 {
 		var in strings.Builder
 		WriteCleanup(&in, present)
-		if _, err := b.exec.Run(ctx, netns.Command{Path: "iptables-nft-restore", Args: []string{"-w", "--noflush"}, Stdin: []byte(in.String())}); err != nil {
+		if _, err := b.exec.Exec(ctx, netns.Command{Path: "iptables-nft-restore", Args: []string{"-w", "--noflush"}, Stdin: []byte(in.String())}); err != nil {
 			errs = append(errs, fmt.Errorf("iptables-restore cleanup: %w", err))
 		}
 	}
-	out, err := b.exec.Run(ctx, netns.Command{Path: "ipset", Args: []string{"list", "-n"}})
+	out, err := b.exec.Exec(ctx, netns.Command{Path: "ipset", Args: []string{"list", "-n"}})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("ipset list: %w", err))
 	} else {
@@ -591,7 +562,7 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 			}
 		}
 		if in.Len() > 0 {
-			if _, err := b.exec.Run(ctx, netns.Command{Path: "ipset", Args: []string{"restore"}, Stdin: []byte(in.String())}); err != nil {
+			if _, err := b.exec.Exec(ctx, netns.Command{Path: "ipset", Args: []string{"restore"}, Stdin: []byte(in.String())}); err != nil {
 				errs = append(errs, fmt.Errorf("ipset destroy: %w", err))
 			}
 		}
@@ -602,46 +573,10 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 	return nil
 }
 
-// clearConntrack deletes the UDP conntrack entries flows select, on a netlink socket opened
-// inside the node's namespace.
-//
-// Equivalent to: `conntrack -D -p udp --orig-dst $vip --orig-port-dst $port [--reply-src $rs]`.
-func (b *Backend) clearConntrack(ctx context.Context, flows []StaleFlow) error {
-	if len(flows) == 0 {
-		return nil
-	}
-	return netns.Do(b.opts.NetNSPath, func() error {
-		conn, err := conntrack.Dial(nil)
-		if err != nil {
-			return fmt.Errorf("conntrack dial: %w", err)
-		}
-		defer conn.Close()
-		entries, err := conn.Dump(nil)
-		if err != nil {
-			return fmt.Errorf("conntrack dump: %w", err)
-		}
-		var errs []error
-		for _, f := range entries {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			origDst := netip.AddrPortFrom(f.TupleOrig.IP.DestinationAddress, f.TupleOrig.Proto.DestinationPort)
-			replySrc := netip.AddrPortFrom(f.TupleReply.IP.SourceAddress, f.TupleReply.Proto.SourcePort)
-			if !matchFlow(flows, f.TupleOrig.Proto.Protocol, origDst, replySrc) {
-				continue
-			}
-			if err := conn.Delete(f); err != nil && !errors.Is(err, unix.ENOENT) {
-				errs = append(errs, fmt.Errorf("conntrack delete %s -> %s: %w", origDst, replySrc, err))
-			}
-		}
-		return errors.Join(errs...)
-	})
-}
-
 // chainsExist reports whether any of our chains is in the nat or filter table.
 func (b *Backend) chainsExist(ctx context.Context) (bool, error) {
 	for table, chains := range Chains() {
-		out, err := b.exec.Run(ctx, netns.Command{Path: "iptables-nft-save", Args: []string{"-t", table}})
+		out, err := b.exec.Exec(ctx, netns.Command{Path: "iptables-nft-save", Args: []string{"-t", table}})
 		if err != nil {
 			return false, fmt.Errorf("iptables-save -t %s: %w", table, err)
 		}

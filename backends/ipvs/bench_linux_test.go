@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 )
 
 // scaleState returns n ClusterIP service ports with two endpoints each.
@@ -23,8 +24,8 @@ func scaleState(n int) *backends.State {
 			Name:      backends.ServicePortName{Namespace: "ns", Name: fmt.Sprintf("svc-%05d", i), Port: "p80", Protocol: backends.TCP},
 			ClusterIP: vip, Port: 80,
 			Endpoints: []backends.Endpoint{
-				ep(fmt.Sprintf("10.1.%d.1:8080", i%250), false),
-				ep(fmt.Sprintf("10.1.%d.2:8080", i%250), false),
+				bt.EP(fmt.Sprintf("10.1.%d.1:8080", i%250)),
+				bt.EP(fmt.Sprintf("10.1.%d.2:8080", i%250)),
 			},
 		}
 	}
@@ -79,7 +80,7 @@ func BenchmarkSyncOneService(b *testing.B) {
 			require.NoError(b, err)
 			sp := st.Services[n/2]
 			two := sp.Endpoints
-			three := append(append([]backends.Endpoint{}, two...), ep("10.1.250.3:8080", false))
+			three := append(append([]backends.Endpoint{}, two...), bt.EP("10.1.250.3:8080"))
 			var gen, apply time.Duration
 			var res backends.SyncResult
 			b.ResetTimer()

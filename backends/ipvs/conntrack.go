@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/backends/conntrack"
 )
 
 // StaleFlow selects UDP conntrack entries to delete after a sync, as kube-proxy does: entries
@@ -52,16 +53,8 @@ func StaleUDPFlows(p *Plan, desired, current *Model, only map[ServiceKey]bool) [
 	return out
 }
 
-// matchFlow reports whether a conntrack entry (UDP, original destination, reply source)
-// is selected by any of flows.
-func matchFlow(flows []StaleFlow, proto uint8, origDst, replySrc netip.AddrPort) bool {
-	if proto != 17 {
-		return false
-	}
-	for _, f := range flows {
-		if f.Dst == origDst && (!f.ReplySrc.IsValid() || f.ReplySrc == replySrc) {
-			return true
-		}
-	}
-	return false
+// Filter is the flow as the shared conntrack cleanup selects it (backends/conntrack): UDP
+// entries to Dst, answered by ReplySrc when it is valid.
+func (f StaleFlow) Filter() conntrack.Filter {
+	return conntrack.Filter{Dsts: []netip.AddrPort{f.Dst}, ReplySrc: f.ReplySrc}
 }

@@ -55,7 +55,7 @@ func (b *Backend) SetScheduler(name string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.opts.Scheduler = name
-	b.needFull = true
+	b.synced.ForceFullSync()
 	return nil
 }
 
@@ -81,6 +81,6 @@ func (b *Backend) SetWeights(w map[netip.Addr]int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.weights = maps.Clone(w)
-	b.needFull = true
+	b.synced.ForceFullSync()
 	return nil
 }

@@ -10,11 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 )
 
 func TestApplyWeights(t *testing.T) {
-	st := state(svc("a", backends.TCP, "10.96.0.1", 80,
-		ep("10.244.0.2:8080", true), ep("10.244.0.3:8080", true), ep("10.244.0.4:8080", true, terminating)))
+	st := state(bt.Service("ns/a:p", "10.96.0.1:80", bt.EP("10.244.0.2:8080", bt.Local), bt.EP("10.244.0.3:8080", bt.Local), bt.EP("10.244.0.4:8080", bt.Local, bt.Terminating)))
 	k := key(backends.TCP, "10.96.0.1:80")
 	tests := []struct {
 		name    string
@@ -40,7 +40,7 @@ func TestApplyWeights(t *testing.T) {
 }
 
 func TestApplyWeightsMakesTheDiffUpdateInPlace(t *testing.T) {
-	st := state(svc("a", backends.TCP, "10.96.0.1", 80, ep("10.244.0.2:8080", true), ep("10.244.0.3:8080", true)))
+	st := state(bt.Service("ns/a:p", "10.96.0.1:80", bt.EP("10.244.0.2:8080", bt.Local), bt.EP("10.244.0.3:8080", bt.Local)))
 	have := Build(st, "wrr")
 	want := Build(st, "wrr")
 	want.ApplyWeights(map[netip.Addr]int{ip("10.244.0.3"): 4})

@@ -8,19 +8,20 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 )
 
 // mixedState has one service port of every kind the ipsets distinguish.
 func mixedState() *backends.State {
 	return state(
-		svc("plain", backends.TCP, "172.30.0.1", 80, ep("10.1.0.1:8080", true), ep("10.2.0.1:8080", false)),
-		with(svc("np", backends.UDP, "172.30.0.2", 53, ep("10.1.0.2:53", true)), func(sp *backends.ServicePort) { sp.NodePort = 30053 }),
-		with(svc("local", backends.TCP, "172.30.0.3", 443, ep("10.1.0.3:8443", true)), func(sp *backends.ServicePort) {
+		bt.Service("ns/plain:p", "172.30.0.1:80", bt.EP("10.1.0.1:8080", bt.Local), bt.EP("10.2.0.1:8080")),
+		bt.With(bt.Service("ns/np:p/udp", "172.30.0.2:53", bt.EP("10.1.0.2:53", bt.Local)), func(sp *backends.ServicePort) { sp.NodePort = 30053 }),
+		bt.With(bt.Service("ns/local:p", "172.30.0.3:443", bt.EP("10.1.0.3:8443", bt.Local)), func(sp *backends.ServicePort) {
 			sp.NodePort, sp.ExternalPolicyLocal, sp.HealthCheckNodePort = 30443, true, 32000
 			sp.ExternalIPs = []netip.Addr{ip("203.0.113.7")}
 			sp.LoadBalancerIPs = []netip.Addr{ip("198.51.100.3")}
 		}),
-		with(svc("fw", backends.TCP, "172.30.0.4", 80, ep("10.2.0.4:80", false)), func(sp *backends.ServicePort) {
+		bt.With(bt.Service("ns/fw:p", "172.30.0.4:80", bt.EP("10.2.0.4:80")), func(sp *backends.ServicePort) {
 			sp.LoadBalancerIPs = []netip.Addr{ip("198.51.100.4")}
 			sp.ExternalIPs = []netip.Addr{ip("203.0.113.4")}
 			sp.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("10.0.0.0/8")}
@@ -47,12 +48,12 @@ func TestIPSetGolden(t *testing.T) {
 
 func TestIPSetsLeaveIPv6Out(t *testing.T) {
 	st := state(
-		with(svc("dual", backends.TCP, "172.30.0.9", 80, ep("[fd00::1]:80", true)), func(sp *backends.ServicePort) {
+		bt.With(bt.Service("ns/dual:p", "172.30.0.9:80", bt.EP("[fd00::1]:80", bt.Local)), func(sp *backends.ServicePort) {
 			sp.ExternalIPs = []netip.Addr{ip("2001:db8::9")}
 			sp.LoadBalancerIPs = []netip.Addr{ip("2001:db8::10"), ip("198.51.100.9")}
 			sp.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("192.0.2.0/24")}
 		}),
-		svc("v6", backends.TCP, "fd00:30::9", 80),
+		bt.Service("ns/v6:p", "[fd00:30::9]:80"),
 	)
 	var b strings.Builder
 	BuildSets(st).WriteRestore(&b, nil)
@@ -65,7 +66,7 @@ func TestIPSetsLeaveIPv6Out(t *testing.T) {
 func TestIPSetPartialWritesChangedSetsOnly(t *testing.T) {
 	old := BuildSets(mixedState())
 	st := mixedState()
-	st.Services = append(st.Services, svc("new", backends.TCP, "172.30.0.9", 80))
+	st.Services = append(st.Services, bt.Service("ns/new:p", "172.30.0.9:80"))
 	st.SortServices()
 	cur := BuildSets(st)
 	changed := cur.ChangedSets(old)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -20,37 +21,10 @@ func ip(s string) netip.Addr { return netip.MustParseAddr(s) }
 
 func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
 
-// ep returns a ready endpoint; mods adjust it.
-func ep(addr string, local bool, mods ...func(*backends.Endpoint)) backends.Endpoint {
-	a := netip.MustParseAddrPort(addr)
-	e := backends.Endpoint{IP: a.Addr(), Port: int32(a.Port()), Ready: true, Serving: true, IsLocal: local}
-	for _, m := range mods {
-		m(&e)
-	}
-	return e
-}
-
-func terminating(e *backends.Endpoint) { e.Ready, e.Serving, e.Terminating = false, true, true }
-
-func svc(name string, proto backends.Protocol, vip string, port int32, eps ...backends.Endpoint) *backends.ServicePort {
-	backends.SortEndpoints(eps)
-	return &backends.ServicePort{
-		Name:      backends.ServicePortName{Namespace: "ns", Name: name, Port: "p", Protocol: proto},
-		ClusterIP: ip(vip), Port: port, Endpoints: eps,
-	}
-}
-
-func with(sp *backends.ServicePort, f func(*backends.ServicePort)) *backends.ServicePort {
-	f(sp)
-	return sp
-}
-
+// state returns backendstest's state with this package's two node addresses.
 func state(sps ...*backends.ServicePort) *backends.State {
-	st := &backends.State{
-		NodeName: "node-1", NodeIPs: []netip.Addr{ip("192.168.0.1"), ip("192.168.1.1")},
-		ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8"), Services: sps,
-	}
-	st.SortServices()
+	st := bt.State(sps...)
+	st.NodeIPs = []netip.Addr{ip("192.168.0.1"), ip("192.168.1.1")}
 	return st
 }
 
@@ -87,25 +61,25 @@ func TestBuild(t *testing.T) {
 	}{
 		{
 			name: "cluster IP, two endpoints", scheduler: "rr",
-			st:    state(svc("a", backends.TCP, "172.30.0.1", 80, ep("10.1.0.2:8080", false), ep("10.1.0.1:8080", true))),
+			st:    state(bt.Service("ns/a:p", "172.30.0.1:80", bt.EP("10.1.0.2:8080"), bt.EP("10.1.0.1:8080", bt.Local))),
 			want:  []string{"TCP/172.30.0.1:80 rr 10.1.0.1:8080=1 10.1.0.2:8080=1"},
 			addrs: []string{"172.30.0.1"},
 		},
 		{
 			name: "scheduler from options, UDP", scheduler: "sh",
-			st:    state(svc("dns", backends.UDP, "172.30.0.10", 53, ep("10.1.0.5:53", false))),
+			st:    state(bt.Service("ns/dns:p/udp", "172.30.0.10:53", bt.EP("10.1.0.5:53"))),
 			want:  []string{"UDP/172.30.0.10:53 sh 10.1.0.5:53=1"},
 			addrs: []string{"172.30.0.10"},
 		},
 		{
 			name: "no endpoints keeps the virtual server", scheduler: "rr",
-			st:    state(svc("empty", backends.TCP, "172.30.0.2", 80)),
+			st:    state(bt.Service("ns/empty:p", "172.30.0.2:80")),
 			want:  []string{"TCP/172.30.0.2:80 rr"},
 			addrs: []string{"172.30.0.2"},
 		},
 		{
 			name: "client IP affinity is persistence", scheduler: "rr",
-			st: state(with(svc("aff", backends.TCP, "172.30.0.3", 80, ep("10.1.0.1:80", false)), func(sp *backends.ServicePort) {
+			st: state(bt.With(bt.Service("ns/aff:p", "172.30.0.3:80", bt.EP("10.1.0.1:80")), func(sp *backends.ServicePort) {
 				sp.AffinityClientIP, sp.AffinityTimeoutSeconds = true, 7
 			})),
 			want:  []string{"TCP/172.30.0.3:80 rr persistent 7 10.1.0.1:80=1"},
@@ -113,19 +87,19 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "terminating endpoint gets weight 0 beside ready ones", scheduler: "rr",
-			st:    state(svc("term", backends.TCP, "172.30.0.4", 80, ep("10.1.0.1:80", false), ep("10.1.0.2:80", false, terminating))),
+			st:    state(bt.Service("ns/term:p", "172.30.0.4:80", bt.EP("10.1.0.1:80"), bt.EP("10.1.0.2:80", bt.Terminating))),
 			want:  []string{"TCP/172.30.0.4:80 rr 10.1.0.1:80=1 10.1.0.2:80=0"},
 			addrs: []string{"172.30.0.4"},
 		},
 		{
 			name: "only terminating endpoints: fallback takes traffic", scheduler: "rr",
-			st:    state(svc("fallback", backends.TCP, "172.30.0.5", 80, ep("10.1.0.2:80", false, terminating))),
+			st:    state(bt.Service("ns/fallback:p", "172.30.0.5:80", bt.EP("10.1.0.2:80", bt.Terminating))),
 			want:  []string{"TCP/172.30.0.5:80 rr 10.1.0.2:80=1"},
 			addrs: []string{"172.30.0.5"},
 		},
 		{
 			name: "node port on every node IP, external and LB IPs bound", scheduler: "rr",
-			st: state(with(svc("np", backends.TCP, "172.30.0.6", 80, ep("10.1.0.1:80", true), ep("10.2.0.1:80", false)), func(sp *backends.ServicePort) {
+			st: state(bt.With(bt.Service("ns/np:p", "172.30.0.6:80", bt.EP("10.1.0.1:80", bt.Local), bt.EP("10.2.0.1:80")), func(sp *backends.ServicePort) {
 				sp.NodePort = 30080
 				sp.ExternalIPs = []netip.Addr{ip("203.0.113.1")}
 				sp.LoadBalancerIPs = []netip.Addr{ip("198.51.100.1")}
@@ -141,7 +115,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "external policy local: external paths use local endpoints only", scheduler: "rr",
-			st: state(with(svc("etp", backends.TCP, "172.30.0.7", 80, ep("10.1.0.1:80", true), ep("10.2.0.1:80", false), ep("10.2.0.2:80", false, terminating)), func(sp *backends.ServicePort) {
+			st: state(bt.With(bt.Service("ns/etp:p", "172.30.0.7:80", bt.EP("10.1.0.1:80", bt.Local), bt.EP("10.2.0.1:80"), bt.EP("10.2.0.2:80", bt.Terminating)), func(sp *backends.ServicePort) {
 				sp.NodePort, sp.ExternalPolicyLocal = 30081, true
 			})),
 			want: []string{
@@ -153,7 +127,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "internal policy local with no local endpoint: no real servers", scheduler: "rr",
-			st: state(with(svc("itp", backends.TCP, "172.30.0.8", 80, ep("10.2.0.1:80", false)), func(sp *backends.ServicePort) {
+			st: state(bt.With(bt.Service("ns/itp:p", "172.30.0.8:80", bt.EP("10.2.0.1:80")), func(sp *backends.ServicePort) {
 				sp.InternalPolicyLocal = true
 			})),
 			want:  []string{"TCP/172.30.0.8:80 rr"},
@@ -161,7 +135,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "external policy local, no local endpoint: external paths fall back to the cluster set", scheduler: "rr",
-			st: state(with(svc("etp-remote", backends.TCP, "172.30.0.10", 80, ep("10.2.0.1:80", false), ep("10.2.0.2:80", false, terminating)), func(sp *backends.ServicePort) {
+			st: state(bt.With(bt.Service("ns/etp-remote:p", "172.30.0.10:80", bt.EP("10.2.0.1:80"), bt.EP("10.2.0.2:80", bt.Terminating)), func(sp *backends.ServicePort) {
 				sp.NodePort, sp.ExternalPolicyLocal = 30082, true
 			})),
 			want: []string{
@@ -173,7 +147,7 @@ func TestBuild(t *testing.T) {
 		},
 		{
 			name: "both policies local, node port, no local endpoint: cluster set on every path", scheduler: "rr",
-			st: state(with(svc("both-local", backends.TCP, "172.30.0.11", 80, ep("10.2.0.1:80", false)), func(sp *backends.ServicePort) {
+			st: state(bt.With(bt.Service("ns/both-local:p", "172.30.0.11:80", bt.EP("10.2.0.1:80")), func(sp *backends.ServicePort) {
 				sp.NodePort, sp.ExternalPolicyLocal, sp.InternalPolicyLocal = 30083, true, true
 			})),
 			want: []string{
@@ -187,10 +161,10 @@ func TestBuild(t *testing.T) {
 			name: "IPv6 addresses are left out", scheduler: "rr",
 			st: func() *backends.State {
 				st := state(
-					with(svc("dual", backends.TCP, "172.30.0.9", 80, ep("10.1.0.1:80", false), ep("[fd00::1]:80", false)), func(sp *backends.ServicePort) {
+					bt.With(bt.Service("ns/dual:p", "172.30.0.9:80", bt.EP("10.1.0.1:80"), bt.EP("[fd00::1]:80")), func(sp *backends.ServicePort) {
 						sp.NodePort, sp.ExternalIPs = 30009, []netip.Addr{ip("2001:db8::9")}
 					}),
-					svc("v6", backends.TCP, "fd00:30::9", 80, ep("[fd00::2]:80", false)),
+					bt.Service("ns/v6:p", "[fd00:30::9]:80", bt.EP("[fd00::2]:80")),
 				)
 				st.NodeIPs = append(st.NodeIPs[:1], ip("fd00:1::1"))
 				return st

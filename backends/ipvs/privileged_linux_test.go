@@ -6,8 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -24,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
 )
@@ -121,12 +120,12 @@ func run(t testing.TB, path, prog string, args ...string) string {
 // affinity, one without endpoints, one with a terminating endpoint.
 func kernelState() *backends.State {
 	return state(
-		svc("plain", backends.TCP, "172.30.0.1", 80, ep("10.1.0.1:8080", true), ep("10.1.0.2:8080", false)),
-		with(svc("np", backends.TCP, "172.30.0.2", 80, ep("10.1.0.3:8080", true)), func(sp *backends.ServicePort) {
+		bt.Service("ns/plain:p", "172.30.0.1:80", bt.EP("10.1.0.1:8080", bt.Local), bt.EP("10.1.0.2:8080")),
+		bt.With(bt.Service("ns/np:p", "172.30.0.2:80", bt.EP("10.1.0.3:8080", bt.Local)), func(sp *backends.ServicePort) {
 			sp.NodePort, sp.AffinityClientIP, sp.AffinityTimeoutSeconds = 30080, true, 60
 		}),
-		svc("empty", backends.UDP, "172.30.0.3", 53),
-		svc("term", backends.TCP, "172.30.0.4", 80, ep("10.1.0.4:8080", false), ep("10.1.0.5:8080", false, terminating)),
+		bt.Service("ns/empty:p/udp", "172.30.0.3:53"),
+		bt.Service("ns/term:p", "172.30.0.4:80", bt.EP("10.1.0.4:8080"), bt.EP("10.1.0.5:8080", bt.Terminating)),
 	)
 }
 
@@ -203,7 +202,7 @@ func TestKernelPartialSyncChangesOneService(t *testing.T) {
 
 	// Endpoint 10.1.0.2 of "plain" starts terminating, and a new endpoint appears.
 	st = kernelState()
-	st.Services[2].Endpoints = []backends.Endpoint{ep("10.1.0.1:8080", true), ep("10.1.0.2:8080", false, terminating), ep("10.1.0.9:8080", false)}
+	st.Services[2].Endpoints = []backends.Endpoint{bt.EP("10.1.0.1:8080", bt.Local), bt.EP("10.1.0.2:8080", bt.Terminating), bt.EP("10.1.0.9:8080")}
 	require.Equal(t, "plain", st.Services[2].Name.Name)
 	res, err := b.Sync(ctx, st)
 	require.NoError(t, err)
@@ -285,7 +284,7 @@ func TestKernelUDPConntrackCleanup(t *testing.T) {
 	b, path := kernelBackend(t, Options{})
 	testutil.RequireBinary(t, "conntrack")
 	ctx := context.Background()
-	st := state(svc("dns", backends.UDP, "172.30.0.10", 53, ep("10.1.0.1:53", false), ep("10.1.0.2:53", false)))
+	st := state(bt.Service("ns/dns:p/udp", "172.30.0.10:53", bt.EP("10.1.0.1:53"), bt.EP("10.1.0.2:53")))
 	_, err := b.Sync(ctx, st)
 	require.NoError(t, err)
 	for i, rs := range []string{"10.1.0.1", "10.1.0.2"} {
@@ -315,7 +314,7 @@ func TestKernelSchedulers(t *testing.T) {
 	testutil.RequireBinary(t, "ipset", "iptables-nft-restore", "iptables-nft-save")
 	_, path := testutil.NewNetNS(t)
 	ctx := context.Background()
-	st := state(svc("a", backends.TCP, "172.30.0.1", 80, ep("10.1.0.1:80", false), ep("10.1.0.2:80", false)))
+	st := state(bt.Service("ns/a:p", "172.30.0.1:80", bt.EP("10.1.0.1:80"), bt.EP("10.1.0.2:80")))
 	for _, sched := range Schedulers() {
 		t.Run(sched, func(t *testing.T) {
 			b, err := New(Options{NodeName: "node-1", NetNSPath: path, Scheduler: sched})
@@ -354,49 +353,16 @@ func TestKernelTraffic(t *testing.T) {
 	run(t, pod, "ip", "link", "set", peer, "up")
 	run(t, pod, "ip", "route", "add", "default", "via", "10.1.0.254")
 
-	var ln net.Listener
-	require.NoError(t, netns.Do(pod, func() error {
-		var err error
-		ln, err = net.Listen("tcp", "10.1.0.1:8080")
-		return err
-	}))
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = io.WriteString(c, "pod-1\n")
-			_ = c.Close()
-		}
-	}()
+	bt.Serve(t, pod, "10.1.0.1:8080", "pod-1\n")
 
 	st := state(
-		svc("up", backends.TCP, "172.30.0.1", 80, ep("10.1.0.1:8080", false)),
-		svc("none", backends.TCP, "172.30.0.2", 80),
+		bt.Service("ns/up:p", "172.30.0.1:80", bt.EP("10.1.0.1:8080")),
+		bt.Service("ns/none:p", "172.30.0.2:80"),
 	)
 	_, err = b.Sync(ctx, st)
 	require.NoError(t, err)
 
-	dial := func(addr string) (string, error) {
-		var answer string
-		err := netns.Do(node, func() error {
-			if err := netns.Guard(); err != nil {
-				return err
-			}
-			c, err := net.DialTimeout("tcp", addr, 3*time.Second)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-			b, err := io.ReadAll(c)
-			answer = string(b)
-			return err
-		})
-		return answer, err
-	}
+	dial := func(addr string) (string, error) { return bt.Dial(node, addr) }
 	answer, err := dial("172.30.0.1:80")
 	require.NoError(t, err)
 	assert.Equal(t, "pod-1\n", answer)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 	"kpbench.dev/kpbench/internal/netns"
 )
 
@@ -21,17 +22,17 @@ import (
 // endpoint, one goes away, one appears.
 func ipvsOld() *backends.State {
 	return state(
-		svc("a", backends.TCP, "10.96.0.10", 80, ep("10.244.1.2:8080", false), ep("10.244.1.3:8080", false)),
-		svc("b", backends.TCP, "10.96.0.11", 80, ep("10.244.2.2:8080", true)),
-		svc("c", backends.UDP, "10.96.0.12", 53, ep("10.244.3.2:53", false), ep("10.244.3.3:53", false)),
+		bt.Service("ns/a:p", "10.96.0.10:80", bt.EP("10.244.1.2:8080"), bt.EP("10.244.1.3:8080")),
+		bt.Service("ns/b:p", "10.96.0.11:80", bt.EP("10.244.2.2:8080", bt.Local)),
+		bt.Service("ns/c:p/udp", "10.96.0.12:53", bt.EP("10.244.3.2:53"), bt.EP("10.244.3.3:53")),
 	)
 }
 
 func ipvsNew() *backends.State {
 	return state(
-		svc("a", backends.TCP, "10.96.0.10", 80, ep("10.244.1.3:8080", false)),
-		svc("b", backends.TCP, "10.96.0.11", 80, ep("10.244.2.2:8080", true)),
-		svc("d", backends.TCP, "10.96.0.13", 443, ep("10.244.4.2:8443", false), ep("10.244.4.3:8443", false)),
+		bt.Service("ns/a:p", "10.96.0.10:80", bt.EP("10.244.1.3:8080")),
+		bt.Service("ns/b:p", "10.96.0.11:80", bt.EP("10.244.2.2:8080", bt.Local)),
+		bt.Service("ns/d:p", "10.96.0.13:443", bt.EP("10.244.4.2:8443"), bt.EP("10.244.4.3:8443")),
 	)
 }
 

@@ -19,17 +19,7 @@ import (
 func (b *Backend) CheckState(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.last == nil {
-		return nil // nothing written yet (or Cleanup ran): the next sync is full anyway
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	err := b.checkState()
-	if err != nil {
-		b.needFull = true
-	}
-	return err
+	return b.synced.Check(ctx, func(context.Context) error { return b.checkState() })
 }
 
 func (b *Backend) checkState() error {
@@ -48,7 +38,7 @@ func (b *Backend) checkState() error {
 	}
 	missing, total := 0, 0
 	var first ServiceKey
-	for _, sp := range b.last {
+	for _, sp := range b.synced.Last() {
 		if !sp.ClusterIP.Is4() {
 			continue
 		}

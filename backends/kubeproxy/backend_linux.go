@@ -16,12 +16,16 @@ import (
 	"time"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/backends/synced"
 	"kpbench.dev/kpbench/internal/netns"
 )
 
 // Options describe one node's upstream kube-proxy.
 type Options struct {
-	// Binary is the path of the kube-proxy binary.
+	// Name is the backend's name ("" means kube-proxy-<mode>); a variant's full reference
+	// (kube-proxy-nftables@v1.34.0), so results and errors say which binary ran.
+	Name string
+	// Binary is the path of the kube-proxy binary; Config.Version says which release it is.
 	Binary string
 	// NetNSPath is the node's namespace.
 	NetNSPath string
@@ -55,7 +59,7 @@ type Backend struct {
 	lastStart float64         // estimated start (unix seconds) of kube-proxy's latest finished sync
 	lastDur   float64         // its duration (seconds), when one sync ended between two scrapes
 	services  map[string]bool // the Services ("ns/name") of the previous Sync's desired state
-	restart   bool            // ForceFullSync asked for a new process
+	full      synced.FullSync // a full sync is a new process (ForceFullSync)
 	cfgPath   string
 	logPath   string
 }
@@ -72,6 +76,9 @@ func New(o Options) (*Backend, error) {
 	case ModeIPTables, ModeNFTables, ModeIPVS:
 	default:
 		return nil, fmt.Errorf("kube-proxy: unknown mode %q", o.Config.Mode)
+	}
+	if err := o.Config.CheckVersion(); err != nil {
+		return nil, err
 	}
 	if o.SyncTimeout == 0 {
 		o.SyncTimeout = 30 * time.Minute
@@ -95,8 +102,13 @@ func New(o Options) (*Backend, error) {
 	return b, nil
 }
 
-// Name returns kube-proxy-<mode>.
-func (b *Backend) Name() string { return "kube-proxy-" + string(b.opts.Config.Mode) }
+// Name returns Options.Name, by default kube-proxy-<mode>.
+func (b *Backend) Name() string {
+	if b.opts.Name != "" {
+		return b.opts.Name
+	}
+	return "kube-proxy-" + string(b.opts.Config.Mode)
+}
 
 // LogPath returns the path of kube-proxy's log.
 func (b *Backend) LogPath() string { return b.logPath }
@@ -105,11 +117,7 @@ func (b *Backend) LogPath() string { return b.logPath }
 func (b *Backend) NeedsAPIServer() bool { return true }
 
 // ForceFullSync makes the next Sync restart kube-proxy, whose first sync is always full.
-func (b *Backend) ForceFullSync() {
-	b.mu.Lock()
-	b.restart = true
-	b.mu.Unlock()
-}
+func (b *Backend) ForceFullSync() { b.full.ForceFullSync() }
 
 // dialInNode opens the TCP connection from a thread inside the node's namespace; the
 // socket stays there.
@@ -199,13 +207,14 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	node := b.opts.Config.NodeName
-	if b.restart && b.proc != nil {
+	s := b.full.Begin() // full before the first start too: then there is no process yet
+	if s.Full && b.proc != nil {
 		if err := b.proc.stop(ctx, 10*time.Second); err != nil {
 			return backends.SyncResult{}, fmt.Errorf("restart kube-proxy on %s: %w", node, err)
 		}
 		b.proc = nil
 	}
-	b.restart = false
+	b.full.Succeeded(s) // the restart asked for is done, whatever follows
 	if b.proc == nil {
 		if err := b.start(); err != nil {
 			return backends.SyncResult{}, fmt.Errorf("kube-proxy on %s: %w", node, err)

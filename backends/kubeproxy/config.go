@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"kpbench.dev/kpbench/internal/upstream"
 )
 
 // Mode is a kube-proxy proxy mode.
@@ -52,6 +54,38 @@ type Config struct {
 	MasqueradeAll bool
 	// Scheduler is the IPVS scheduler ("" = rr).
 	Scheduler string
+	// Version is the kube-proxy release the file is for ("": upstream.KubernetesVersion):
+	// Render writes only what that release accepts (see Render).
+	Version string
+}
+
+// The releases where the configuration kpbench writes changed (KEP-3866, the nftables
+// mode): v1.29 added the nftables mode and its `nftables:` section, behind the
+// NFTablesProxyMode feature gate; v1.31 turned the gate on by default (beta); v1.33 made
+// the mode GA, and later releases drop the gate, which would then reject a file naming it.
+const (
+	nftablesSince        = "v1.29.0"
+	nftablesDefaultSince = "v1.31.0"
+)
+
+// version is the release the file is for.
+func (c Config) version() string {
+	if c.Version == "" {
+		return upstream.KubernetesVersion
+	}
+	return c.Version
+}
+
+// CheckVersion checks that c.Version is a release and has c.Mode (nftables came in v1.29).
+func (c Config) CheckVersion() error {
+	v := c.version()
+	if !upstream.ValidVersion(v) {
+		return fmt.Errorf("kube-proxy config: version %q: want vMAJOR.MINOR.PATCH", v)
+	}
+	if c.Mode == ModeNFTables && upstream.CompareVersions(v, nftablesSince) < 0 {
+		return fmt.Errorf("kube-proxy config: kube-proxy %s has no nftables mode (it came in %s)", v, nftablesSince)
+	}
+	return nil
 }
 
 func durationOr(d, def time.Duration) string {
@@ -64,13 +98,21 @@ func durationOr(d, def time.Duration) string {
 // Render returns the KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1) for c.
 // Conntrack sizing is left alone (maxPerCore 0, min 0, timeouts 0): those sysctls are
 // host-wide or would make kube-proxy fail in a namespace, and our backends do not touch them
-// either.
+// either. The file depends on c.Version: before v1.29 there is no nftables section (and
+// no nftables mode: an error); from v1.29 to v1.30 the nftables mode needs the
+// NFTablesProxyMode feature gate, which the file then turns on; from v1.31 on it is the
+// same file as for upstream.KubernetesVersion.
 func (c Config) Render() ([]byte, error) {
 	switch c.Mode {
 	case ModeIPTables, ModeNFTables, ModeIPVS:
 	default:
 		return nil, fmt.Errorf("kube-proxy config: unknown mode %q", c.Mode)
 	}
+	if err := c.CheckVersion(); err != nil {
+		return nil, err
+	}
+	version := c.version()
+	hasNFTables := upstream.CompareVersions(version, nftablesSince) >= 0
 	if c.NodeName == "" || !c.NodeIP.IsValid() || c.Kubeconfig == "" {
 		return nil, fmt.Errorf("kube-proxy config: node name, node IP and kubeconfig are required (got %q, %v, %q)", c.NodeName, c.NodeIP, c.Kubeconfig)
 	}
@@ -95,6 +137,9 @@ clientConnection:
   qps: 1000
   burst: 2000
 `, c.Mode, c.NodeName, netip.AddrPortFrom(c.NodeIP, MetricsPort), netip.AddrPortFrom(c.NodeIP, HealthzPort), c.Kubeconfig)
+	if c.Mode == ModeNFTables && upstream.CompareVersions(version, nftablesDefaultSince) < 0 {
+		b.WriteString("featureGates:\n  NFTablesProxyMode: true\n")
+	}
 	if c.ClusterCIDR.IsValid() {
 		fmt.Fprintf(&b, "clusterCIDR: %s\ndetectLocalMode: ClusterCIDR\n", c.ClusterCIDR)
 	}
@@ -108,15 +153,19 @@ iptables:
   masqueradeAll: %t
   minSyncPeriod: %s
   syncPeriod: %s
-nftables:
+`, bit, c.MasqueradeAll, minSync, sync)
+	if hasNFTables {
+		fmt.Fprintf(&b, `nftables:
   masqueradeBit: %d
   masqueradeAll: %t
   minSyncPeriod: %s
   syncPeriod: %s
-ipvs:
+`, bit, c.MasqueradeAll, minSync, sync)
+	}
+	fmt.Fprintf(&b, `ipvs:
   scheduler: %s
   minSyncPeriod: %s
   syncPeriod: %s
-`, bit, c.MasqueradeAll, minSync, sync, bit, c.MasqueradeAll, minSync, sync, sched, minSync, sync)
+`, sched, minSync, sync)
 	return []byte(b.String()), nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"syscall"
 	"time"
 
@@ -86,6 +87,28 @@ func (p *process) stop(ctx context.Context, grace time.Duration) error {
 	}
 	<-p.done
 	return nil
+}
+
+// binaryVersion finds the release in `kube-proxy --version` ("Kubernetes v1.37.2").
+var binaryVersion = regexp.MustCompile(`\bv\d+\.\d+\.\d+(-[0-9A-Za-z.]+)?\b`)
+
+// BinaryVersion returns the release a kube-proxy binary says it is, for a binary given by
+// path (its configuration depends on it: see Config.Render). It runs the binary on the
+// host with --version only, which reads nothing and binds nothing.
+//
+// Equivalent to: `kube-proxy --version`.
+func BinaryVersion(ctx context.Context, bin string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w", bin, err)
+	}
+	v := binaryVersion.FindString(string(out))
+	if v == "" {
+		return "", fmt.Errorf("%s --version: no release in %q", bin, bytes.TrimSpace(out))
+	}
+	return v, nil
 }
 
 // tailFile returns the last n lines of a log file, for error messages.

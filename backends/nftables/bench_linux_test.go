@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 )
 
 // reportSync adds a sync's figures to b.
@@ -80,7 +81,7 @@ func BenchmarkKernelIncrementalSync(b *testing.B) {
 	b.Logf("initial full sync of 20000x2: %v (generate %v, apply %v, %d rules, %d bytes)",
 		time.Since(t0), res.Generate, res.Apply, res.Rules, res.Bytes)
 	sp := s.Services[len(s.Services)/2]
-	flip := []backends.Endpoint{ep("10.200.0.1", 8080, false), ep("10.200.0.2", 8080, false)}
+	flip := []backends.Endpoint{bt.EP("10.200.0.1:8080"), bt.EP("10.200.0.2:8080")}
 	var last backends.SyncResult
 	for b.Loop() {
 		sp.Endpoints, flip = flip, sp.Endpoints

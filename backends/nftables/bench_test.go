@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 )
 
 // BenchmarkGenerate measures building the full transaction (no kernel, no root) for
@@ -36,7 +37,7 @@ func BenchmarkGenerateIncremental(b *testing.B) {
 	ps, _ := be.writeFull(w, cfg, s, nil, nil)
 	be.commit(ps, cfg)
 	sp := s.Services[len(s.Services)/2]
-	flip := []backends.Endpoint{ep("10.200.0.1", 8080, false), ep("10.200.0.2", 8080, false)}
+	flip := []backends.Endpoint{bt.EP("10.200.0.1:8080"), bt.EP("10.200.0.2:8080")}
 	b.ReportAllocs()
 	for b.Loop() {
 		sp.Endpoints, flip = flip, sp.Endpoints

@@ -23,14 +23,7 @@ import (
 func (b *Backend) CheckState(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.applied == nil {
-		return nil // nothing written yet (or Cleanup ran): the next sync is full anyway
-	}
-	err := b.checkState(ctx)
-	if err != nil {
-		b.needFull = true
-	}
-	return err
+	return b.synced.Check(ctx, b.checkState)
 }
 
 func (b *Backend) checkState(ctx context.Context) error {
@@ -64,7 +57,7 @@ func (b *Backend) baseChainRules(ctx context.Context, chain string) (int, error)
 		return 0, err
 	}
 	n := 0
-	err := netns.Do(nk.nsPath, func() error {
+	err := netns.Do(nk.tools.NSPath, func() error {
 		conn, err := gnft.New()
 		if err != nil {
 			return err

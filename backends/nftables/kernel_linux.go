@@ -6,23 +6,60 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 
 	gnft "github.com/google/nftables"
 	"sigs.k8s.io/knftables"
 
+	"kpbench.dev/kpbench/backends/conntrack"
 	"kpbench.dev/kpbench/internal/netns"
 )
 
-// nsKernel runs knftables inside a node's network namespace. knftables execs `nft` and
-// its exec hook is unexported, so every call runs inside netns.Do: the exec'd nft
-// inherits the namespace of the locked thread that forks it.
+// nsKernel runs nft inside a node's network namespace, from the host's tools or a tool
+// root (netns.Tools). knftables v0.0.22 execs `nft` itself, found with exec.LookPath in
+// the process's PATH through an unexported exec hook: it can take neither an executor nor
+// a path, so it could not run another root's nft. knftables still builds every
+// transaction (the backend's nft Interface is a knftables.Fake used only as the factory of
+// transactions, whose text is the same), and nsKernel runs `nft -f -` on that text itself,
+// as knftables' Run does.
 type nsKernel struct {
-	nsPath string
-	nft    knftables.Interface
+	tools netns.Tools
 }
 
+// nftError is a failed nft run: its message is nft's first error line and what netns.Exec
+// says (the command and stderr), and it is errNotFound when nft says "No such file or
+// directory" there (what knftables checks).
+type nftError struct {
+	err      error
+	notFound bool
+}
+
+func (e *nftError) Error() string { return e.err.Error() }
+func (e *nftError) Unwrap() []error {
+	if e.notFound {
+		return []error{e.err, errNotFound}
+	}
+	return []error{e.err}
+}
+
+// run runs the transaction with `nft -f -`.
+//
+// Equivalent to: `nft -f - <<< "$tx"` inside the node's namespace.
 func (k nsKernel) run(ctx context.Context, tx *knftables.Transaction) error {
-	return netns.Do(k.nsPath, func() error { return k.nft.Run(ctx, tx) })
+	return k.nft(ctx, []byte(tx.String()), "-f", "-")
+}
+
+// nft runs nft with args and stdin.
+func (k nsKernel) nft(ctx context.Context, stdin []byte, args ...string) error {
+	res, err := k.tools.Exec(ctx, netns.Command{Path: "nft", Args: args, Stdin: stdin})
+	if err != nil {
+		first, _, _ := strings.Cut(string(res.Stderr), "\n")
+		return &nftError{err: err, notFound: strings.Contains(first, "No such file or directory")}
+	}
+	return nil
 }
 
 // list returns the names of the table's chains or (named) sets from one netlink dump of
@@ -33,13 +70,7 @@ func (k nsKernel) run(ctx context.Context, tx *knftables.Transaction) error {
 // Equivalent to: `nft list chains ip` / `nft list sets ip kube-proxy`, names only.
 func (k nsKernel) list(ctx context.Context, objectType string) ([]string, error) {
 	if objectType != "chains" && objectType != "sets" {
-		var out []string
-		err := netns.Do(k.nsPath, func() error {
-			var err error
-			out, err = k.nft.List(ctx, objectType)
-			return err
-		})
-		return out, err
+		return nil, fmt.Errorf("list nftables %s: only chains and sets are listed", objectType)
 	}
 	var out []string
 	err := k.withTable(ctx, func(conn *gnft.Conn, t *gnft.Table) error {
@@ -97,7 +128,7 @@ func (k nsKernel) withTable(ctx context.Context, fn func(*gnft.Conn, *gnft.Table
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return netns.Do(k.nsPath, func() error {
+	return netns.Do(k.tools.NSPath, func() error {
 		conn, err := gnft.New()
 		if err != nil {
 			return err
@@ -115,25 +146,55 @@ func (k nsKernel) withTable(ctx context.Context, fn func(*gnft.Conn, *gnft.Table
 	})
 }
 
+// minNFT is the oldest nft the backend runs (knftables' own requirement).
+var minNFT = [3]int{1, 0, 1}
+
+// nftVersion finds "vMAJOR.MINOR.PATCH" in `nft --version`'s output.
+var nftVersion = regexp.MustCompile(`v(\d+)\.(\d+)\.(\d+)`)
+
 // New returns a Backend for the node whose namespace is opts.NetNSPath. It checks, inside
-// that namespace, that nft is usable (knftables.New runs `nft --version` and `nft
-// --check`). The nft here (1.0.6) has no `destroy` command; the backend never uses
-// Destroy (it deletes with add+delete, or delete after listing), so no EmulateDestroy.
+// that namespace and with the tools of opts.ToolRoot, that nft is usable, as knftables.New
+// does: `nft --version` must be 1.0.1 or later, and `nft --check` must accept a table with
+// a comment (the kernel and nft support object comments). nft 1.0.6 has no `destroy`
+// command; the backend never uses Destroy (it deletes with add+delete, or delete after
+// listing).
+//
+// Equivalent to: `nft --version; nft --check -f - <<< 'add table ip kube-proxy { comment "test" ; }'`.
 func New(opts Options) (*Backend, error) {
 	if opts.NetNSPath == "" {
 		return nil, errors.New("nftables backend: NetNSPath is required (nft never runs in the host's namespace)")
 	}
-	var nft knftables.Interface
-	err := netns.Do(opts.NetNSPath, func() error {
-		if err := netns.Guard(); err != nil {
-			return err
-		}
-		var err error
-		nft, err = knftables.New(knftables.IPv4Family, Table)
-		return err
-	})
+	k := nsKernel{tools: netns.Tools{NSPath: opts.NetNSPath, Root: opts.ToolRoot}}
+	fail := func(err error) (*Backend, error) { return nil, fmt.Errorf("new %s %s: %w", opts.NodeName, Name, err) }
+	ctx := context.Background()
+	res, err := k.tools.Exec(ctx, netns.Command{Path: "nft", Args: []string{"--version"}})
 	if err != nil {
-		return nil, fmt.Errorf("new %s %s: %w", opts.NodeName, Name, err)
+		return fail(fmt.Errorf("could not run nftables command: %w", err))
 	}
-	return newBackend(opts, nft, nsKernel{nsPath: opts.NetNSPath, nft: nft}), nil
+	if err := checkVersion(string(res.Stdout)); err != nil {
+		return fail(err)
+	}
+	txs := knftables.NewFake(knftables.IPv4Family, Table)
+	tx := txs.NewTransaction()
+	tx.Add(&knftables.Table{Comment: knftables.PtrTo("test")})
+	if err := k.nft(ctx, []byte(tx.String()), "--check", "-f", "-"); err != nil {
+		return fail(fmt.Errorf("nft cannot write a table with a comment here: %w", err))
+	}
+	return newBackend(opts, txs, k, conntrack.Namespace{Path: opts.NetNSPath}), nil
+}
+
+// checkVersion checks `nft --version`'s output against minNFT.
+func checkVersion(out string) error {
+	m := nftVersion.FindStringSubmatch(out)
+	if m == nil {
+		return fmt.Errorf("nft --version: no version in %q", strings.TrimSpace(out))
+	}
+	var v [3]int
+	for i := range v {
+		v[i], _ = strconv.Atoi(m[i+1])
+	}
+	if slices.Compare(v[:], minNFT[:]) < 0 {
+		return fmt.Errorf("nft version must be v1.0.1 or later (got %s)", strings.TrimSpace(out))
+	}
+	return nil
 }

@@ -38,6 +38,7 @@ package nftables
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -49,6 +50,8 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/backends/conntrack"
+	"kpbench.dev/kpbench/backends/synced"
 )
 
 // Name is the backend's name.
@@ -61,27 +64,9 @@ type Options struct {
 	// NetNSPath is the node's network namespace (e.g. /run/netns/kpb-x-node1); nft runs
 	// inside it. Required by New; the host's root namespace is never used.
 	NetNSPath string
-	// OnUDPEndpointsRemoved, when set, is called after every successful sync with the UDP
-	// service ports whose traffic may be stuck in conntrack entries: endpoints that no
-	// longer receive traffic, or ports that had no endpoint (so their packets were
-	// rejected) and now have some. The shared conntrack cleaner is meant to delete those
-	// entries, as kube-proxy's conntrack.CleanStaleEntries does.
-	//
-	// kpbench itself does not use this hook: backends/all wraps the backend with the
-	// shared cleaner (backends/conntrack.WithUDPCleanup), which every backend uses.
-	OnUDPEndpointsRemoved func(ctx context.Context, changes []UDPChange) error
-}
-
-// UDPChange describes one UDP service port whose conntrack entries may be stale.
-type UDPChange struct {
-	// Old is the port as last applied (nil: new port); New the port as applied now (nil:
-	// removed port).
-	Old, New *backends.ServicePort
-	// Removed are the endpoints that had a chain before this sync and have none now.
-	Removed []backends.Endpoint
-	// BecameReachable is true when the port had no usable endpoint before (its traffic was
-	// rejected) and has some now.
-	BecameReachable bool
+	// ToolRoot is a prepared root directory that nft runs from, chrooted (netns.Tools);
+	// empty: the host's nft.
+	ToolRoot string
 }
 
 // kernel is what a Backend needs from the node: running transactions and looking at the
@@ -93,6 +78,14 @@ type kernel interface {
 	// tableExists reports whether `table ip kube-proxy` is present.
 	tableExists(ctx context.Context) (bool, error)
 }
+
+// errNotFound marks an nft failure that says an object does not exist (knftables'
+// IsNotFound, for nft run by nsKernel).
+var errNotFound = errors.New("not found")
+
+// isNotFound reports whether err says that an nft object does not exist, whether nft ran
+// through knftables (the fake) or through nsKernel.
+func isNotFound(err error) bool { return knftables.IsNotFound(err) || errors.Is(err, errNotFound) }
 
 // ifaceKernel adapts a knftables.Interface that needs no namespace handling.
 type ifaceKernel struct{ nft knftables.Interface }
@@ -107,7 +100,7 @@ func (k ifaceKernel) list(ctx context.Context, objectType string) ([]string, err
 
 func (k ifaceKernel) tableExists(ctx context.Context) (bool, error) {
 	_, err := k.nft.List(ctx, "maps")
-	if knftables.IsNotFound(err) {
+	if isNotFound(err) {
 		return false, nil
 	}
 	return err == nil, err
@@ -133,8 +126,9 @@ type Backend struct {
 	k    kernel
 
 	mu sync.Mutex
-	// needFull forces the next sync to be full (start, errors, Cleanup).
-	needFull bool
+	// synced says when a sync must be full (start, errors, Cleanup, ForceFullSync),
+	// keeps the last synced state and cleans UDP conntrack entries after each sync.
+	synced *synced.Tracker
 	// baseChainsRecreated is set once a full sync has re-created the base chains.
 	baseChainsRecreated bool
 	cfg                 config
@@ -150,11 +144,13 @@ var _ backends.Backend = (*Backend)(nil)
 // namespace: meant for knftables.NewFake(knftables.IPv4Family, Table) in tests that run
 // without root. opts.NetNSPath is ignored.
 func NewWithInterface(opts Options, nft knftables.Interface) *Backend {
-	return newBackend(opts, nft, ifaceKernel{nft})
+	return newBackend(opts, nft, ifaceKernel{nft}, nil)
 }
 
-func newBackend(opts Options, nft knftables.Interface, k kernel) *Backend {
-	return &Backend{opts: opts, nft: nft, k: k, needFull: true, elems: newElementStore()}
+// newBackend returns a Backend writing through k, whose transactions nft makes; ct is the
+// node's conntrack table (nil: no cleanup).
+func newBackend(opts Options, nft knftables.Interface, k kernel, ct conntrack.Table) *Backend {
+	return &Backend{opts: opts, nft: nft, k: k, synced: synced.New(ct), elems: newElementStore()}
 }
 
 // Name returns "nftables".
@@ -162,11 +158,7 @@ func (b *Backend) Name() string { return Name }
 
 // ForceFullSync makes the next sync full (the agent's periodic resync; measurements of
 // full sync cost).
-func (b *Backend) ForceFullSync() {
-	b.mu.Lock()
-	b.needFull = true
-	b.mu.Unlock()
-}
+func (b *Backend) ForceFullSync() { b.synced.ForceFullSync() }
 
 // wrap adds the node, backend and operation to err.
 func (b *Backend) wrap(op string, err error) error {
@@ -184,14 +176,15 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	var res backends.SyncResult
 
 	cfg := configOf(desired)
-	full := b.needFull || !cfg.equal(b.cfg)
+	s := b.synced.Begin()
+	full := s.Full || !cfg.equal(b.cfg)
 	var applyTime time.Duration
 	if !full {
 		t0 := time.Now()
 		ok, err := b.k.tableExists(ctx)
 		applyTime += time.Since(t0)
 		if err != nil {
-			b.needFull = true
+			b.synced.Failed()
 			return res, b.wrap("sync", fmt.Errorf("check table: %w", err))
 		}
 		full = !ok
@@ -205,7 +198,7 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 		kernelChains, kernelSets, err = b.listServiceObjects(ctx)
 		applyTime += time.Since(t0)
 		if err != nil {
-			b.needFull = true
+			b.synced.Failed()
 			return res, b.wrap("sync", err)
 		}
 	}
@@ -246,7 +239,7 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 		res.Bytes += len(text)
 		if err != nil {
 			res.Apply = applyTime
-			b.needFull = true
+			b.synced.Failed()
 			return res, b.wrap("sync", fmt.Errorf("%s (%d operations): %w%s",
 				pre.what, pre.tx.NumOperations(), err, failingLines(err, text)))
 		}
@@ -259,24 +252,18 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 		text := tx.String()
 		res.Bytes += len(text)
 		if err != nil {
-			b.needFull = true
+			b.synced.Failed()
 			return res, b.wrap("sync", fmt.Errorf("nft transaction (%d operations): %w%s",
 				tx.NumOperations(), err, failingLines(err, text)))
 		}
 	}
 	res.Apply = applyTime
 
-	var udp []UDPChange
-	if b.opts.OnUDPEndpointsRemoved != nil {
-		udp = udpChanges(pending.pairs)
-	}
 	b.commit(pending, cfg)
-	if len(udp) > 0 {
-		if err := b.opts.OnUDPEndpointsRemoved(ctx, udp); err != nil {
-			// The rules are in place; only conntrack cleanup failed, so the next
-			// sync need not be full.
-			return res, b.wrap("sync", fmt.Errorf("conntrack cleanup: %w", err))
-		}
+	// The rules are in place; a conntrack cleanup failure is returned, but the next
+	// sync need not be full.
+	if err := b.synced.Done(ctx, s, desired); err != nil {
+		return res, b.wrap("sync", err)
 	}
 	return res, nil
 }
@@ -298,14 +285,13 @@ func (b *Backend) commit(pending *pendingSync, cfg config) {
 	b.elems = pending.elems
 	b.elems.commit()
 	b.cfg = cfg
-	b.needFull = false
 }
 
 // listServiceObjects lists the per-service chains and affinity sets in the kernel (none
 // when the table does not exist).
 func (b *Backend) listServiceObjects(ctx context.Context) (chains, sets []string, err error) {
 	all, err := b.k.list(ctx, "chains")
-	if knftables.IsNotFound(err) {
+	if isNotFound(err) {
 		return nil, nil, nil
 	}
 	if err != nil {
@@ -317,7 +303,7 @@ func (b *Backend) listServiceObjects(ctx context.Context) (chains, sets []string
 		}
 	}
 	all, err = b.k.list(ctx, "sets")
-	if knftables.IsNotFound(err) {
+	if isNotFound(err) {
 		return chains, nil, nil
 	}
 	if err != nil {
@@ -654,41 +640,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// udpChanges lists the UDP ports among pairs whose conntrack entries may be stale.
-func udpChanges(pairs []servicePair) []UDPChange {
-	var out []UDPChange
-	for _, pr := range pairs {
-		o, n := pr.old, pr.now
-		var ch UDPChange
-		hadAny := false
-		if o != nil {
-			if o.sp.Name.Protocol != backends.UDP {
-				continue
-			}
-			ch.Old = o.sp
-			hadAny = o.cat.HasAnyEndpoints
-		}
-		if n != nil {
-			if n.sp.Name.Protocol != backends.UDP {
-				continue
-			}
-			ch.New = n.sp
-			ch.BecameReachable = !hadAny && n.cat.HasAnyEndpoints
-		}
-		if o != nil {
-			for _, ep := range o.cat.All {
-				if n == nil || !slices.Contains(n.cat.All, ep) {
-					ch.Removed = append(ch.Removed, ep)
-				}
-			}
-		}
-		if len(ch.Removed) > 0 || ch.BecameReachable {
-			out = append(out, ch)
-		}
-	}
-	return out
-}
-
 // stdinLine finds "/dev/stdin:LINE:" in nft's error messages.
 var stdinLine = regexp.MustCompile(`stdin:(\d+):`)
 
@@ -722,13 +673,13 @@ func failingLines(err error, text string) string {
 func (b *Backend) Cleanup(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.needFull = true
+	b.synced.Reset()
 	b.applied = nil
 	b.elems = newElementStore()
 	tx := b.nft.NewTransaction()
 	tx.Delete(&knftables.Table{})
 	err := b.k.run(ctx, tx)
-	if err != nil && !knftables.IsNotFound(err) {
+	if err != nil && !isNotFound(err) {
 		return b.wrap("cleanup", err)
 	}
 	return nil

@@ -11,6 +11,8 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
+	"kpbench.dev/kpbench/backends/conntrack"
 )
 
 func newFake() (*Backend, *knftables.Fake) {
@@ -23,7 +25,7 @@ func TestNames(t *testing.T) {
 	n := backends.ServicePortName{Namespace: "ns1", Name: "svc1", Port: "p80", Protocol: backends.TCP}
 	tests := []struct{ name, got, want string }{
 		{"service", clusterChainPrefix + serviceNameBase(n), "service-ULMVA6XW-ns1/svc1/tcp/p80"},
-		{"endpoint", endpointChainPrefix + endpointNameBase(n, ep("10.180.0.1", 80, false)), "endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80"},
+		{"endpoint", endpointChainPrefix + endpointNameBase(n, bt.EP("10.180.0.1:80")), "endpoint-5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80"},
 		{"long names are truncated", hashAndTruncate(strings.Repeat("a", 300))[chainNameBaseLengthMax-3:], "..."},
 	}
 	for _, tt := range tests {
@@ -39,79 +41,89 @@ func TestGolden(t *testing.T) {
 		state func() *backends.State
 	}{
 		{"one-endpoint", func() *backends.State {
-			return state(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false)))
+			return state(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080")))
 		}},
 		{"two-endpoints", func() *backends.State {
-			return state(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false), ep("10.1.0.3", 8080, true)))
+			return state(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080"), bt.EP("10.1.0.3:8080", bt.Local)))
 		}},
 		{"three-endpoints", func() *backends.State {
-			return state(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false), ep("10.1.0.3", 8080, true), ep("10.1.0.4", 8080, false)))
+			return state(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080"), bt.EP("10.1.0.3:8080", bt.Local), bt.EP("10.1.0.4:8080")))
 		}},
-		{"320-endpoints", func() *backends.State { return state(svc("ns1", "svc1", "172.30.0.41", 80, nEndpoints(320)...)) }},
+		{"320-endpoints", func() *backends.State { return state(bt.Service("ns1/svc1:p80", "172.30.0.41:80", nEndpoints(320)...)) }},
 		{"affinity", func() *backends.State {
-			sp := svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false), ep("10.1.0.3", 8080, true))
+			sp := bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080"), bt.EP("10.1.0.3:8080", bt.Local))
 			sp.AffinityClientIP, sp.AffinityTimeoutSeconds = true, 10800
 			return state(sp)
 		}},
+		// Non-default timeouts on two Services: the affinity sets' timeouts must follow
+		// each Service (issue 22: dropping the set timeout passed every test while
+		// goldens used kube-proxy's default).
+		{"affinity-timeouts", func() *backends.State {
+			a := bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080"), bt.EP("10.1.0.3:8080", bt.Local))
+			a.AffinityClientIP, a.AffinityTimeoutSeconds = true, 60
+			b := bt.Service("ns1/svc2:p80", "172.30.0.42:80", bt.EP("10.1.0.4:9090"))
+			b.AffinityClientIP, b.AffinityTimeoutSeconds = true, 3600
+			return state(a, b)
+		}},
 		{"nodeport", func() *backends.State {
-			return state(withNodePort(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false)), 30080))
+			return state(withNodePort(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080")), 30080))
 		}},
 		{"nodeport-all-local-addresses-masquerade-all", func() *backends.State {
-			s := state(withNodePort(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false)), 30080))
+			s := state(withNodePort(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080")), 30080))
 			s.NodeIPs, s.ClusterCIDR, s.MasqueradeAll = nil, netip.Prefix{}, true
 			return s
 		}},
 		{"external-policy-local", func() *backends.State {
-			sp := withNodePort(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false), ep("10.1.0.3", 8080, true)), 30080)
+			sp := withNodePort(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080"), bt.EP("10.1.0.3:8080", bt.Local)), 30080)
 			sp.ExternalPolicyLocal, sp.HealthCheckNodePort = true, 30000
 			return state(sp)
 		}},
 		{"external-policy-local-no-local-endpoints", func() *backends.State {
-			sp := withNodePort(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false)), 30080)
+			sp := withNodePort(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080")), 30080)
 			sp.ExternalPolicyLocal = true
 			return state(sp)
 		}},
 		{"both-policies-local", func() *backends.State {
-			sp := withNodePort(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false), ep("10.1.0.3", 8080, true)), 30080)
+			sp := withNodePort(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080"), bt.EP("10.1.0.3:8080", bt.Local)), 30080)
 			sp.ExternalPolicyLocal, sp.InternalPolicyLocal = true, true
 			return state(sp)
 		}},
 		{"loadbalancer-source-ranges", func() *backends.State {
-			sp := withNodePort(svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false)), 30080)
+			sp := withNodePort(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080")), 30080)
 			sp.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("5.6.7.8")}
 			sp.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("192.168.0.0/24")}
 			return state(sp)
 		}},
 		{"external-ips", func() *backends.State {
-			sp := svc("ns1", "svc1", "172.30.0.41", 80, ep("10.1.0.2", 8080, false))
+			sp := bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080"))
 			sp.ExternalIPs = []netip.Addr{netip.MustParseAddr("192.168.99.11"), netip.MustParseAddr("2001:db8::1")}
 			return state(sp)
 		}},
 		{"no-endpoints", func() *backends.State {
-			sp := withNodePort(svc("ns1", "svc1", "172.30.0.41", 80), 30080)
+			sp := withNodePort(bt.Service("ns1/svc1:p80", "172.30.0.41:80"), 30080)
 			sp.ExternalIPs = []netip.Addr{netip.MustParseAddr("192.168.99.11")}
 			return state(sp)
 		}},
 		// kube-proxy names an unnamed port "ns/name", without the colon the iptables
 		// seed's older kube-proxy wrote (diff-rules against v1.37.2 found it).
 		{"no-endpoints-unnamed-port", func() *backends.State {
-			sp := withNodePort(svc("ns1", "svc1", "172.30.0.41", 80), 30080)
+			sp := withNodePort(bt.Service("ns1/svc1:p80", "172.30.0.41:80"), 30080)
 			sp.Name.Port = ""
 			return state(sp)
 		}},
 		{"internal-policy-local", func() *backends.State {
-			a := svc("ns1", "svc-local", "172.30.0.41", 80, ep("10.1.0.2", 8080, false), ep("10.1.0.3", 8080, true))
+			a := bt.Service("ns1/svc-local:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080"), bt.EP("10.1.0.3:8080", bt.Local))
 			a.InternalPolicyLocal = true
-			b := svc("ns1", "svc-remote", "172.30.0.42", 80, ep("10.1.0.4", 8080, false))
+			b := bt.Service("ns1/svc-remote:p80", "172.30.0.42:80", bt.EP("10.1.0.4:8080"))
 			b.InternalPolicyLocal = true
 			return state(a, b)
 		}},
 		{"terminating-fallback-and-udp", func() *backends.State {
-			term := ep("10.1.0.5", 53, false)
+			term := bt.EP("10.1.0.5:53")
 			term.Ready, term.Terminating = false, true
-			notServing := ep("10.1.0.6", 53, false)
+			notServing := bt.EP("10.1.0.6:53")
 			notServing.Ready = false
-			sp := svc("kube-system", "dns", "172.30.0.10", 53, term, notServing)
+			sp := bt.Service("kube-system/dns:p53", "172.30.0.10:53", term, notServing)
 			sp.Name.Protocol, sp.Name.Port = backends.UDP, "dns"
 			return state(sp)
 		}},
@@ -155,7 +167,7 @@ func mutations() []mutation {
 	return []mutation{
 		{"add endpoint", func(s *backends.State) {
 			sp := find(s, "svc-b")
-			sp.Endpoints = append(sp.Endpoints, ep("10.1.1.9", 8080, false))
+			sp.Endpoints = append(sp.Endpoints, bt.EP("10.1.1.9:8080"))
 		}, "svc-b"},
 		{"remove endpoint", func(s *backends.State) {
 			sp := find(s, "svc-a")
@@ -173,7 +185,7 @@ func mutations() []mutation {
 		{"internal policy local without local endpoints", func(s *backends.State) { find(s, "svc-a").InternalPolicyLocal = true }, "svc-a"},
 		{"remove all endpoints", func(s *backends.State) { find(s, "svc-c").Endpoints = nil }, "svc-c"},
 		{"add service", func(s *backends.State) {
-			s.Services = append(s.Services, svc("ns2", "svc-d", "172.30.0.44", 443, ep("10.1.2.1", 8443, true)))
+			s.Services = append(s.Services, bt.Service("ns2/svc-d:p443", "172.30.0.44:443", bt.EP("10.1.2.1:8443", bt.Local)))
 			s.SortServices()
 		}, "svc-d"},
 		{"remove service", func(s *backends.State) {
@@ -182,7 +194,7 @@ func mutations() []mutation {
 		{"disable affinity", func(s *backends.State) {
 			sp := find(s, "svc-c")
 			sp.AffinityClientIP = false
-			sp.Endpoints = []backends.Endpoint{ep("10.1.1.1", 8080, false)}
+			sp.Endpoints = []backends.Endpoint{bt.EP("10.1.1.1:8080")}
 		}, "svc-c"},
 		{"nothing", func(*backends.State) {}, ""},
 	}
@@ -200,9 +212,9 @@ func slicesDelete(svcs []*backends.ServicePort, del *backends.ServicePort) []*ba
 
 func incrementalStart() *backends.State {
 	return state(
-		svc("ns1", "svc-a", "172.30.0.41", 80, ep("10.1.0.2", 8080, false), ep("10.1.0.3", 8080, true)),
-		svc("ns1", "svc-b", "172.30.0.42", 80, ep("10.1.0.4", 8080, false)),
-		svc("ns1", "svc-c", "172.30.0.43", 53, ep("10.1.0.5", 53, false), ep("10.1.0.6", 53, true)),
+		bt.Service("ns1/svc-a:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080"), bt.EP("10.1.0.3:8080", bt.Local)),
+		bt.Service("ns1/svc-b:p80", "172.30.0.42:80", bt.EP("10.1.0.4:8080")),
+		bt.Service("ns1/svc-c:p53", "172.30.0.43:53", bt.EP("10.1.0.5:53"), bt.EP("10.1.0.6:53", bt.Local)),
 	)
 }
 
@@ -249,7 +261,7 @@ func TestIncrementalTransaction(t *testing.T) {
 	s := incrementalStart()
 	_, err := b.Sync(context.Background(), s)
 	require.NoError(t, err)
-	s.Services[1].Endpoints = []backends.Endpoint{ep("10.1.0.7", 8080, false), ep("10.1.0.8", 8080, false)}
+	s.Services[1].Endpoints = []backends.Endpoint{bt.EP("10.1.0.7:8080"), bt.EP("10.1.0.8:8080")}
 	res, err := b.Sync(context.Background(), s)
 	require.NoError(t, err)
 	assert.False(t, res.Full)
@@ -305,7 +317,7 @@ func TestFullSyncRemovesLeftovers(t *testing.T) {
 	_, err := first.Sync(context.Background(), incrementalStart())
 	require.NoError(t, err)
 	second := NewWithInterface(Options{NodeName: testNode}, fake)
-	s := state(svc("ns1", "svc-a", "172.30.0.41", 80, ep("10.1.0.2", 8080, false)))
+	s := state(bt.Service("ns1/svc-a:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080")))
 	res, err := second.Sync(context.Background(), s)
 	require.NoError(t, err)
 	assert.True(t, res.Full)
@@ -338,42 +350,38 @@ func TestCleanup(t *testing.T) {
 	assert.True(t, res.Full)
 }
 
-func TestUDPHook(t *testing.T) {
+// TestUDPConntrackCleanup: after each sync the UDP entries the change made stale go
+// (backends/synced): those made while the port rejected traffic once it has endpoints,
+// and those answered by an endpoint that is gone; nothing else.
+func TestUDPConntrackCleanup(t *testing.T) {
 	dns := func(eps ...backends.Endpoint) *backends.State {
-		sp := svc("kube-system", "dns", "172.30.0.10", 53, eps...)
+		sp := bt.Service("kube-system/dns:p53", "172.30.0.10:53", eps...)
 		sp.Name.Protocol = backends.UDP
-		return state(sp, svc("ns1", "tcp", "172.30.0.11", 80))
+		return state(sp, bt.Service("ns1/tcp:p80", "172.30.0.11:80"))
 	}
-	var got [][]UDPChange
+	ct := bt.NewConntrack()
 	fake := knftables.NewFake(knftables.IPv4Family, Table)
-	b := NewWithInterface(Options{NodeName: testNode, OnUDPEndpointsRemoved: func(_ context.Context, ch []UDPChange) error {
-		got = append(got, ch)
-		return nil
-	}}, fake)
+	b := newBackend(Options{NodeName: testNode}, fake, ifaceKernel{fake}, ct)
+	rejected := bt.UDPFlow("10.1.0.9:5000", "172.30.0.10:53", "172.30.0.10:53")
+	toA := bt.UDPFlow("10.1.0.9:5001", "172.30.0.10:53", "10.1.0.2:53")
+	toB := bt.UDPFlow("10.1.0.9:5002", "172.30.0.10:53", "10.1.0.3:53")
 	steps := []struct {
-		name      string
-		state     *backends.State
-		removed   []backends.Endpoint
-		reachable bool
-		calls     int
+		name   string
+		state  *backends.State
+		before []conntrack.Flow
+		left   []conntrack.Flow
 	}{
-		{"no endpoints yet", dns(), nil, false, 0},
-		{"first endpoints", dns(ep("10.1.0.2", 53, false), ep("10.1.0.3", 53, false)), nil, true, 1},
-		{"unchanged", dns(ep("10.1.0.2", 53, false), ep("10.1.0.3", 53, false)), nil, false, 1},
-		{"one replaced", dns(ep("10.1.0.3", 53, false), ep("10.1.0.4", 53, false)), []backends.Endpoint{ep("10.1.0.2", 53, false)}, false, 2},
+		{"no endpoints yet", dns(), []conntrack.Flow{rejected}, []conntrack.Flow{rejected}},
+		{"first endpoints: the REJECT's entries go", dns(bt.EP("10.1.0.2:53"), bt.EP("10.1.0.3:53")), nil, nil},
+		{"unchanged", dns(bt.EP("10.1.0.2:53"), bt.EP("10.1.0.3:53")), []conntrack.Flow{toA, toB}, []conntrack.Flow{toA, toB}},
+		{"one replaced: its entries go", dns(bt.EP("10.1.0.3:53"), bt.EP("10.1.0.4:53")), nil, []conntrack.Flow{toB}},
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
+			ct.Add(st.before...)
 			_, err := b.Sync(context.Background(), st.state)
 			require.NoError(t, err)
-			require.Len(t, got, st.calls)
-			if st.removed != nil || st.reachable {
-				last := got[len(got)-1]
-				require.Len(t, last, 1)
-				assert.Equal(t, st.removed, last[0].Removed)
-				assert.Equal(t, st.reachable, last[0].BecameReachable)
-				assert.Equal(t, "dns", last[0].New.Name.Name)
-			}
+			assert.Equal(t, st.left, ct.Flows())
 		})
 	}
 }

@@ -5,7 +5,6 @@ package nftables
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"slices"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	vnetns "github.com/vishvananda/netns"
 	"sigs.k8s.io/knftables"
 
+	bt "kpbench.dev/kpbench/backends/backendstest"
 	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
 )
@@ -32,6 +32,19 @@ func kernelBackend(t testing.TB) (*Backend, string) {
 	b, err := New(Options{NodeName: testNode, NetNSPath: path})
 	require.NoError(t, err)
 	return b, path
+}
+
+// kernelNFT returns a knftables interface on the host's nft inside the namespace at path,
+// to read back what the backend wrote (the backend runs nft itself: see nsKernel).
+func kernelNFT(t testing.TB, path string) knftables.Interface {
+	t.Helper()
+	var nft knftables.Interface
+	require.NoError(t, netns.Do(path, func() error {
+		var err error
+		nft, err = knftables.New(knftables.IPv4Family, Table)
+		return err
+	}))
+	return nft
 }
 
 // nft runs nft with args inside the namespace at path.
@@ -83,7 +96,7 @@ func TestKernelSync(t *testing.T) {
 			ref, refFake := newFake()
 			_, err = ref.Sync(ctx, s)
 			require.NoError(t, err)
-			assert.Equal(t, objects(t, refFake, nil), objects(t, b.nft, &path), "kernel differs from a full sync of the same state")
+			assert.Equal(t, objects(t, refFake, nil), objects(t, kernelNFT(t, path), &path), "kernel differs from a full sync of the same state")
 		})
 	}
 	out = listTable(t, path)
@@ -178,7 +191,7 @@ func TestKernelRestartedBackend(t *testing.T) {
 	// A new process finds the old table: base chains recreated, stale chains removed.
 	second, err := New(Options{NodeName: testNode, NetNSPath: path})
 	require.NoError(t, err)
-	s := state(svc("ns1", "svc-a", "172.30.0.41", 80, ep("10.1.0.2", 8080, false)))
+	s := state(bt.Service("ns1/svc-a:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080")))
 	res, err := second.Sync(ctx, s)
 	require.NoError(t, err)
 	assert.True(t, res.Full)
@@ -234,49 +247,16 @@ func TestKernelTraffic(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, nl.RouteAdd(&netlink.Route{LinkIndex: veth.Attrs().Index, Dst: svcNet, Src: net.ParseIP("10.1.0.2")}))
 
-	var ln net.Listener
-	require.NoError(t, netns.Do(path, func() error {
-		var err error
-		ln, err = net.Listen("tcp", "10.1.0.3:8080")
-		return err
-	}))
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = io.WriteString(c, "hello from 10.1.0.3")
-			_ = c.Close()
-		}
-	}()
+	bt.Serve(t, path, "10.1.0.3:8080", "hello from 10.1.0.3")
 
 	s := state(
-		svc("ns1", "web", "172.30.0.41", 80, ep("10.1.0.3", 8080, true)),
-		svc("ns1", "empty", "172.30.0.50", 80),
+		bt.Service("ns1/web:p80", "172.30.0.41:80", bt.EP("10.1.0.3:8080", bt.Local)),
+		bt.Service("ns1/empty:p80", "172.30.0.50:80"),
 	)
 	_, err = b.Sync(ctx, s)
 	require.NoError(t, err)
 
-	dial := func(addr string) (string, error) {
-		var got string
-		err := netns.Do(path, func() error {
-			if err := netns.Guard(); err != nil {
-				return err
-			}
-			c, err := net.DialTimeout("tcp", addr, 3*time.Second)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-			data, err := io.ReadAll(c)
-			got = string(data)
-			return err
-		})
-		return got, err
-	}
+	dial := func(addr string) (string, error) { return bt.Dial(path, addr) }
 	got, err := dial("172.30.0.41:80")
 	require.NoError(t, err)
 	assert.Equal(t, "hello from 10.1.0.3", got)

@@ -19,6 +19,7 @@ import (
 
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/iptables"
+	"kpbench.dev/kpbench/backends/synced"
 	"kpbench.dev/kpbench/internal/netns"
 )
 
@@ -28,6 +29,11 @@ type Options struct {
 	NodeName string
 	// NetNSPath is the node's network namespace; every iptables call runs there.
 	NetNSPath string
+	// ToolRoot is a prepared root directory iptables runs from (empty: the host's).
+	// go-iptables finds and execs its binary itself, so the whole sync runs on a thread
+	// chrooted into the root (netns.Tools.Do), and the per-rule timings are of the root's
+	// iptables with no wrapper in between.
+	ToolRoot string
 	// Flavor selects the iptables binary: legacy (the default, as in 2017) or nft.
 	Flavor iptables.Flavor
 	// MasqueradeBit is KUBE-MARK-MASQ's bit (default 14, 0x4000).
@@ -48,11 +54,11 @@ type chainKey struct{ table, chain string }
 
 // Backend programs a node rule by rule. Safe for concurrent use (syncs are serialised).
 type Backend struct {
-	opts     Options
-	bin      string
-	gen      *iptables.Generator
-	mu       sync.Mutex
-	needFull bool
+	opts   Options
+	bin    string
+	gen    *iptables.Generator
+	mu     sync.Mutex
+	synced *synced.Tracker // no conntrack cleanup, as the per-rule proxies of 2017
 	// installed is what we believe each of our chains holds, in order.
 	installed map[chainKey][][]string
 	timings   []RuleTiming
@@ -69,18 +75,19 @@ func New(opts Options) *Backend {
 		opts.MasqueradeBit = iptables.DefaultMasqueradeBit
 	}
 	bin, _, _ := opts.Flavor.Binaries()
-	return &Backend{opts: opts, bin: bin, gen: iptables.NewGenerator(opts.MasqueradeBit), needFull: true}
+	return &Backend{opts: opts, bin: bin, gen: iptables.NewGenerator(opts.MasqueradeBit), synced: synced.New(nil)}
+}
+
+// tools says where the node's iptables comes from.
+func (b *Backend) tools() netns.Tools {
+	return netns.Tools{NSPath: b.opts.NetNSPath, Root: b.opts.ToolRoot}
 }
 
 // Name returns "iptables-perrule".
 func (b *Backend) Name() string { return "iptables-perrule" }
 
 // ForceFullSync makes the next Sync flush and rebuild every chain.
-func (b *Backend) ForceFullSync() {
-	b.mu.Lock()
-	b.needFull = true
-	b.mu.Unlock()
-}
+func (b *Backend) ForceFullSync() { b.synced.ForceFullSync() }
 
 // RuleTimings returns the duration of every rule added by the last Sync, in order, with
 // the table size at the time (the "per-rule add latency vs table size" curve).
@@ -130,13 +137,11 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	if err != nil {
 		return res, fmt.Errorf("sync %s %s: generate: %w", b.opts.NodeName, b.Name(), err)
 	}
-	res.Full = b.needFull || b.installed == nil
+	s := b.synced.Begin()
+	res.Full = s.Full || b.installed == nil
 	b.timings = b.timings[:0]
 	start = time.Now()
-	err = netns.Do(b.opts.NetNSPath, func() error {
-		if err := netns.Guard(); err != nil {
-			return err
-		}
+	err = b.tools().Do(func() error { // checks the namespace (netns.Guard)
 		ipt, err := goipt.New(goipt.Path(b.bin))
 		if err != nil {
 			return err
@@ -145,10 +150,10 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	})
 	res.Apply = time.Since(start)
 	if err != nil {
-		b.needFull = true
+		b.synced.Failed()
 		return res, fmt.Errorf("sync %s %s: %w", b.opts.NodeName, b.Name(), err)
 	}
-	b.needFull = false
+	_ = b.synced.Done(ctx, s, desired) // no conntrack table: nothing fails
 	if res.Full {
 		res.Rules = nrules
 	}
@@ -266,7 +271,7 @@ func compare(a, b string) int {
 func (b *Backend) Cleanup(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	err := netns.Do(b.opts.NetNSPath, func() error {
+	err := b.tools().Do(func() error {
 		ipt, err := goipt.New(goipt.Path(b.bin))
 		if err != nil {
 			return err
@@ -288,7 +293,8 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 		}
 		return ctx.Err()
 	})
-	b.installed, b.needFull = nil, true
+	b.installed = nil
+	b.synced.Reset()
 	if err != nil {
 		return fmt.Errorf("cleanup %s %s: %w", b.opts.NodeName, b.Name(), err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 	"kpbench.dev/kpbench/backends/iptables"
 	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
@@ -44,20 +45,16 @@ func saved(t *testing.T, path string, f iptables.Flavor) string {
 	return strings.Join(out, "\n")
 }
 
-func ep(ip string, port int32, local bool) backends.Endpoint {
-	return backends.Endpoint{IP: netip.MustParseAddr(ip), Port: port, Ready: true, Serving: true, IsLocal: local}
-}
-
 func smallState(extra bool) *backends.State {
 	a := &backends.ServicePort{
 		Name:      backends.ServicePortName{Namespace: "ns1", Name: "a", Port: "http", Protocol: backends.TCP},
 		ClusterIP: netip.MustParseAddr("172.30.0.1"), Port: 80, NodePort: 30080,
-		Endpoints: []backends.Endpoint{ep("10.1.0.2", 8080, true), ep("10.1.0.3", 8080, false), ep("10.1.0.4", 8080, false)},
+		Endpoints: []backends.Endpoint{bt.EP("10.1.0.2:8080", bt.Local), bt.EP("10.1.0.3:8080"), bt.EP("10.1.0.4:8080")},
 	}
 	b := &backends.ServicePort{
 		Name:      backends.ServicePortName{Namespace: "ns1", Name: "b", Port: "dns", Protocol: backends.UDP},
 		ClusterIP: netip.MustParseAddr("172.30.0.2"), Port: 53, AffinityClientIP: true, AffinityTimeoutSeconds: 600,
-		Endpoints: []backends.Endpoint{ep("10.1.0.5", 5353, false), ep("10.1.0.6", 5353, false)},
+		Endpoints: []backends.Endpoint{bt.EP("10.1.0.5:5353"), bt.EP("10.1.0.6:5353")},
 	}
 	c := &backends.ServicePort{
 		Name:      backends.ServicePortName{Namespace: "ns1", Name: "c", Protocol: backends.TCP},
@@ -67,12 +64,12 @@ func smallState(extra bool) *backends.State {
 		ClusterCIDR: netip.MustParsePrefix("10.0.0.0/8"), Services: []*backends.ServicePort{a, b, c}}
 	if extra {
 		a.Endpoints = a.Endpoints[:2]
-		c.Endpoints = []backends.Endpoint{ep("10.1.0.9", 8443, false)}
+		c.Endpoints = []backends.Endpoint{bt.EP("10.1.0.9:8443")}
 		b.AffinityClientIP = false
 		st.Services = append(st.Services, &backends.ServicePort{
 			Name:      backends.ServicePortName{Namespace: "ns2", Name: "d", Protocol: backends.TCP},
 			ClusterIP: netip.MustParseAddr("172.30.0.4"), Port: 80, ExternalPolicyLocal: true, NodePort: 30081,
-			Endpoints: []backends.Endpoint{ep("10.1.0.7", 80, true), ep("10.1.0.8", 80, false)},
+			Endpoints: []backends.Endpoint{bt.EP("10.1.0.7:80", bt.Local), bt.EP("10.1.0.8:80")},
 		})
 	}
 	st.SortServices()

@@ -50,6 +50,7 @@ import (
 	"time"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/backends/synced"
 	"kpbench.dev/kpbench/internal/netns"
 )
 
@@ -82,6 +83,9 @@ type Options struct {
 	// NetNSPath is the node's network namespace: listeners, endpoint connections and
 	// iptables all live there. Required.
 	NetNSPath string
+	// ToolRoot is a prepared root directory that iptables runs from, chrooted
+	// (netns.Tools); empty: the host's.
+	ToolRoot string
 	// LockFile is exported as XTABLES_LOCKFILE to iptables ("" keeps the default).
 	LockFile string
 	// HostIP is the address traffic of the node itself is DNATed to (the proxy listens on
@@ -106,7 +110,7 @@ type Backend struct {
 	now  func() time.Time
 
 	mu        sync.Mutex
-	needFull  bool
+	synced    *synced.FullSync // the proxy holds its own state; no conntrack to clean
 	services  map[backends.ServicePortName]*service
 	lastRules []byte
 	dialer    *dialer
@@ -137,9 +141,9 @@ func New(opts Options) (*Backend, error) {
 	}
 	return &Backend{
 		opts:     opts,
-		exec:     nsExecer{path: opts.NetNSPath},
+		exec:     netns.Tools{NSPath: opts.NetNSPath, Root: opts.ToolRoot},
 		now:      time.Now,
-		needFull: true,
+		synced:   &synced.FullSync{},
 		services: map[backends.ServicePortName]*service{},
 	}, nil
 }
@@ -148,11 +152,7 @@ func New(opts Options) (*Backend, error) {
 func (b *Backend) Name() string { return "userspace" }
 
 // ForceFullSync makes the next Sync rewrite the rules and check the jumps.
-func (b *Backend) ForceFullSync() {
-	b.mu.Lock()
-	b.needFull = true
-	b.mu.Unlock()
-}
+func (b *Backend) ForceFullSync() { b.synced.ForceFullSync() }
 
 // ProxyPort returns the port of the proxy listener of a service port in the node namespace
 // (false when the port is not proxied).
@@ -178,7 +178,8 @@ func (b *Backend) errorf(format string, args ...any) error {
 func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.SyncResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	res := backends.SyncResult{Full: b.needFull}
+	s := b.synced.Begin()
+	res := backends.SyncResult{Full: s.Full}
 	start := time.Now()
 	if b.dialer == nil {
 		d, err := startDialer(b.opts.NetNSPath, b.opts.DialWorkers)
@@ -220,7 +221,7 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 		return res, b.errorf("%d new service ports: %w", len(added), err)
 	}
 	if err := b.listen(ctx, added); err != nil {
-		b.needFull = true
+		b.synced.Failed()
 		return res, b.errorf("%w", err)
 	}
 	for _, s := range added {
@@ -243,6 +244,7 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	g := Generate(&buf, portals, hostIP)
 	res.Generate = time.Since(start)
 	if !res.Full && bytes.Equal(buf.Bytes(), b.lastRules) {
+		b.synced.Succeeded(s)
 		return res, nil
 	}
 
@@ -254,11 +256,12 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	}
 	res.Apply = time.Since(start)
 	if err != nil {
-		b.needFull, b.lastRules = true, nil
+		b.synced.Failed()
+		b.lastRules = nil
 		return res, b.errorf("%w", err)
 	}
 	b.lastRules = slices.Clone(buf.Bytes())
-	b.needFull = false
+	b.synced.Succeeded(s)
 	return res, nil
 }
 
@@ -297,7 +300,7 @@ func (b *Backend) iptables(ctx context.Context, stdin []byte, path string, args 
 	if b.opts.LockFile != "" {
 		cmd.Env = []string{"XTABLES_LOCKFILE=" + b.opts.LockFile}
 	}
-	return b.exec.Run(ctx, cmd)
+	return b.exec.Exec(ctx, cmd)
 }
 
 // ensureJumps appends the jumps of Jumps to the built-in chains unless they are there.
@@ -332,7 +335,8 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 		b.dialer.stop()
 		b.dialer = nil
 	}
-	b.needFull, b.lastRules = true, nil
+	b.synced.Failed()
+	b.lastRules = nil
 	var errs []error
 	for _, j := range Jumps() {
 		for range 16 { // duplicates too, but never forever
@@ -353,17 +357,10 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 	return nil
 }
 
-// execer runs a tool inside the node namespace; unit tests replace it.
+// execer runs a tool inside the node namespace: netns.Tools (the host's tools or a tool
+// root's); unit tests replace it.
 type execer interface {
-	Run(ctx context.Context, cmd netns.Command) (netns.Result, error)
-}
-
-// nsExecer runs tools with internal/netns.Exec.
-type nsExecer struct{ path string }
-
-// Run implements execer.
-func (e nsExecer) Run(ctx context.Context, cmd netns.Command) (netns.Result, error) {
-	return netns.Exec(ctx, e.path, cmd)
+	Exec(ctx context.Context, cmd netns.Command) (netns.Result, error)
 }
 
 // exitCode returns the exit status of a failed tool, or -1.

@@ -12,27 +12,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/backends"
+	bt "kpbench.dev/kpbench/backends/backendstest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/")
 
-// svc builds a service port for rule tests.
-func svc(name string, proto backends.Protocol, vip string, port int32) *backends.ServicePort {
-	return &backends.ServicePort{
-		Name:      backends.ServicePortName{Namespace: "default", Name: name, Port: "p", Protocol: proto},
-		ClusterIP: netip.MustParseAddr(vip),
-		Port:      port,
-	}
-}
-
 func TestGenerateGolden(t *testing.T) {
 	host := netip.MustParseAddr("10.0.0.1")
-	nodePort := svc("np", backends.TCP, "10.96.0.11", 80)
+	nodePort := bt.Service("default/np:p", "10.96.0.11:80")
 	nodePort.NodePort = 30080
-	ext := svc("ext", backends.UDP, "10.96.0.12", 53)
+	ext := bt.Service("default/ext:p/udp", "10.96.0.12:53")
 	ext.ExternalIPs = []netip.Addr{netip.MustParseAddr("192.0.2.10")}
 	ext.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("198.51.100.7")}
-	noEPs := svc("empty", backends.TCP, "10.96.0.13", 80)
+	noEPs := bt.Service("default/empty:p", "10.96.0.13:80")
 	noEPs.NodePort = 30013
 	tests := []struct {
 		name    string
@@ -42,17 +34,17 @@ func TestGenerateGolden(t *testing.T) {
 	}{
 		{name: "empty", hostIP: host},
 		{name: "clusterip", hostIP: host, rules: 2,
-			portals: []Portal{{Service: svc("web", backends.TCP, "10.96.0.10", 80), ProxyPort: 40001}}},
+			portals: []Portal{{Service: bt.Service("default/web:p", "10.96.0.10:80"), ProxyPort: 40001}}},
 		{name: "clusterip-no-host-ip", rules: 2,
-			portals: []Portal{{Service: svc("web", backends.TCP, "10.96.0.10", 80), ProxyPort: 40001}}},
+			portals: []Portal{{Service: bt.Service("default/web:p", "10.96.0.10:80"), ProxyPort: 40001}}},
 		{name: "nodeport-external-lb", hostIP: host, rules: 10, portals: []Portal{
 			{Service: nodePort, ProxyPort: 40002},
 			{Service: ext, ProxyPort: 40003},
 		}},
 		{name: "reject-and-drop", hostIP: host, rules: 5, portals: []Portal{
 			{Service: noEPs, ProxyPort: 40004, Action: Reject},
-			{Service: svc("local", backends.UDP, "10.96.0.14", 53), ProxyPort: 40005, Action: Drop},
-			{Service: svc("web", backends.TCP, "10.96.0.10", 80), ProxyPort: 40001},
+			{Service: bt.Service("default/local:p/udp", "10.96.0.14:53"), ProxyPort: 40005, Action: Drop},
+			{Service: bt.Service("default/web:p", "10.96.0.10:80"), ProxyPort: 40001},
 		}},
 	}
 	for _, tt := range tests {
@@ -108,7 +100,7 @@ func TestEndpointsOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sp := svc("web", backends.TCP, "10.96.0.10", 80)
+			sp := bt.Service("default/web:p", "10.96.0.10:80")
 			if tt.mutate != nil {
 				tt.mutate(sp)
 			}

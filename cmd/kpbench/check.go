@@ -44,8 +44,8 @@ Exit status: 0 all paths pass, 1 a path failed, 2 bad input, 3 the bench failed.
 		},
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, files []string) error {
-			if !all.Valid(backend) {
-				return badInput("--backend %q: allowed values are %s", backend, strings.Join(all.Names(), ", "))
+			if err := all.Validate(backend); err != nil {
+				return badInput("--backend: %v", err)
 			}
 			if output != "table" && output != "json" {
 				return badInput("-o %q: allowed values are table, json", output)

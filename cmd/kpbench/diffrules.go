@@ -19,22 +19,19 @@ import (
 
 	"kpbench.dev/kpbench/backends/all"
 	"kpbench.dev/kpbench/backends/kubeproxy"
-	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/manifest"
 	"kpbench.dev/kpbench/scenarios"
 	"kpbench.dev/kpbench/testbed"
 )
 
-// ruleFamily is how a backend's rules are dumped: iptables-save or nft list table.
-func ruleFamily(backend string) (string, error) {
-	switch backend {
-	case "iptables", "iptables-legacy", "iptables-perrule", "kube-proxy-iptables":
-		return "iptables", nil
-	case "nftables", "kube-proxy-nftables":
-		return "nftables", nil
+// normalizer returns how backend's rules are normalised for the diff (its facts in
+// backends/all), or a bad-input error naming the backends that have one.
+func normalizer(backend string) (*all.Normalizer, error) {
+	if f, ok := all.Lookup(backend); ok && f.Normalizer != nil {
+		return f.Normalizer, nil
 	}
-	return "", badInput("diff-rules: backend %q: allowed values are iptables, iptables-legacy, iptables-perrule, nftables, kube-proxy-iptables, kube-proxy-nftables", backend)
+	return nil, badInput("diff-rules: backend %q: allowed values are %s", backend, strings.Join(all.Normalizable(), ", "))
 }
 
 func newDiffRulesCmd() *cobra.Command {
@@ -59,16 +56,16 @@ Exit status: 0 no difference, 1 the rule sets differ, 2 bad input, 3 the bench f
 		Args:    exactArgs(1),
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fa, err := ruleFamily(backend)
+			na, err := normalizer(backend)
 			if err != nil {
 				return err
 			}
-			fb, err := ruleFamily(against)
+			nb, err := normalizer(against)
 			if err != nil {
 				return err
 			}
-			if fa != fb {
-				return badInput("diff-rules: %s (%s) and %s (%s) write different rule families", backend, fa, against, fb)
+			if na.Kind != nb.Kind {
+				return badInput("diff-rules: %s (%s) and %s (%s) write different rule families", backend, na.Kind, against, nb.Kind)
 			}
 			sc, err := scenarios.Load(args[0])
 			if err != nil {
@@ -78,7 +75,7 @@ Exit status: 0 no difference, 1 the rule sets differ, 2 bad input, 3 the bench f
 			for _, s := range skipped {
 				fmt.Fprintf(cmd.ErrOrStderr(), "diff-rules: step %s is not applied (only manifests and apply steps are)\n", s)
 			}
-			opts := diffRulesOptions{family: fa, node: node, normalize: kubeproxy.NormalizeOptions{DropComments: dropComments}, progress: cmd.ErrOrStderr()}
+			opts := diffRulesOptions{node: node, normalize: kubeproxy.NormalizeOptions{DropComments: dropComments}, progress: cmd.ErrOrStderr()}
 			a, b, err := dumpBoth(cmd.Context(), sc, backend, against, objs, opts)
 			if err != nil {
 				return err
@@ -146,7 +143,6 @@ func diffObjects(sc *scenarios.Scenario, allApplies bool) (objs []runtime.Object
 }
 
 type diffRulesOptions struct {
-	family    string
 	node      string
 	normalize kubeproxy.NormalizeOptions
 	progress  io.Writer
@@ -201,8 +197,8 @@ type ruleDump struct{ raw, norm string }
 // dumpRules runs the scenario's lab with backend, applies objs, waits for the sync and
 // returns the node's rules.
 func dumpRules(ctx context.Context, sc *scenarios.Scenario, backend string, objs []runtime.Object, o diffRulesOptions) (_ ruleDump, err error) {
-	if !all.Valid(backend) {
-		return ruleDump{}, badInput("--backend %q: allowed values are %s", backend, strings.Join(all.Names(), ", "))
+	if err := all.Validate(backend); err != nil {
+		return ruleDump{}, badInput("--backend: %v", err)
 	}
 	opts, err := diffTestbedOptions(sc, backend)
 	if err != nil {
@@ -231,25 +227,13 @@ func dumpRules(ctx context.Context, sc *scenarios.Scenario, backend string, objs
 	if !ok || h.Kind != lab.KindNode {
 		return ruleDump{}, badInput("--node %q: not a node of the scenario's lab", o.node)
 	}
-	var cmd netns.Command
-	switch {
-	case o.family == "nftables":
-		cmd = netns.Command{Path: "nft", Args: []string{"list", "table", "ip", "kube-proxy"}}
-	case backend == "iptables-legacy" || backend == "iptables-perrule":
-		cmd = netns.Command{Path: "iptables-legacy-save"}
-	default:
-		cmd = netns.Command{Path: "iptables-nft-save"}
-	}
-	res, err := netns.Exec(ctx, h.NetNSPath, cmd)
+	f, _ := all.Lookup(backend) // valid: checked above
+	raw, err := f.DumpRules(ctx, h.NetNSPath, tb.Settings())
 	if err != nil {
 		return ruleDump{}, fmt.Errorf("%s: dump %s: %w", backend, o.node, err)
 	}
-	d := ruleDump{raw: string(res.Stdout)}
-	if o.family == "nftables" {
-		d.norm = kubeproxy.NormalizeNFT(d.raw, o.normalize)
-	} else {
-		d.norm = kubeproxy.NormalizeIPTables(d.raw, o.normalize)
-	}
+	d := ruleDump{raw: string(raw)}
+	d.norm = f.Normalizer.Normalize(d.raw, o.normalize)
 	fmt.Fprintf(o.progress, "diff-rules: %s: %d objects applied, %d lines dumped from %s in %.1fs\n", backend, len(objs), strings.Count(d.raw, "\n"), o.node, time.Since(t0).Seconds())
 	return d, nil
 }

@@ -31,6 +31,9 @@ func TestExitCodesForBadInput(t *testing.T) {
 		{"run: missing scenario", []string{"run", "/nonexistent/scenario.yaml"}, exitBadInput, "/nonexistent/scenario.yaml"},
 		{"check: seed with placeholders", []string{"check", "../../lab/manifest/testdata/seed-inference-placeholders.yaml"}, exitBadInput, "containerPort: Invalid value: \"xxxx\""},
 		{"check: bad backend", []string{"check", "x.yaml", "--backend", "bogus"}, exitBadInput, "allowed values are"},
+		{"run: kube-proxy version not built", []string{"run", "x.yaml", "--backend", "iptables,kube-proxy-nftables@v0.0.1"}, exitBadInput, "kube-proxy v0.0.1: "},
+		{"run: variant of a backend without any", []string{"run", "x.yaml", "--backend", "nftables@fast"}, exitBadInput, "nftables takes no @variant"},
+		{"check: kube-proxy binary missing", []string{"check", "x.yaml", "--backend", "kube-proxy-iptables@/nonexistent/kube-proxy"}, exitBadInput, "no such file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -30,8 +30,8 @@ func parseBackends(s string) ([]string, error) {
 	var out []string
 	for _, b := range strings.Split(s, ",") {
 		b = strings.TrimSpace(b)
-		if !all.Valid(b) {
-			return nil, badInput("--backend %q: allowed values are all, ours, or a comma-separated list of %s", b, strings.Join(all.Names(), ", "))
+		if err := all.Validate(b); err != nil {
+			return nil, badInput("--backend %q: allowed values are all, ours, or a comma-separated list of backend references: %v", b, err)
 		}
 		out = append(out, b)
 	}

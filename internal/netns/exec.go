@@ -15,7 +15,8 @@ import (
 
 // Command describes one external tool run inside a namespace.
 type Command struct {
-	// Path is the program, looked up in PATH when it has no slash.
+	// Path is the program, looked up in PATH when it has no slash (in the tool root's
+	// ToolDirs when run through Tools with a root).
 	Path string
 	// Args are the arguments after the program name.
 	Args []string
@@ -49,22 +50,28 @@ func Exec(ctx context.Context, nsPath string, cmd Command) (Result, error) {
 	var res Result
 	err := Do(nsPath, func() error {
 		var err error
-		res, err = execHere(ctx, cmd)
+		res, err = execHere(ctx, cmd, cmd.Path, "")
 		return err
 	})
 	return res, err
 }
 
-// execHere runs cmd in the calling thread's namespace.
-func execHere(ctx context.Context, cmd Command) (Result, error) {
+// execHere runs cmd in the calling thread's namespace. The program is path; with a root,
+// path is inside it and the child chroots into it (and starts in its /) before exec.
+func execHere(ctx context.Context, cmd Command, path, root string) (Result, error) {
 	if err := Guard(); err != nil {
 		return Result{}, fmt.Errorf("%s: %w", cmd, err)
 	}
-	c := exec.CommandContext(ctx, cmd.Path, cmd.Args...)
+	c := exec.CommandContext(ctx, path, cmd.Args...)
+	c.Args[0] = cmd.Path // what the tool sees as its name (xtables-multi dispatches on it)
 	// The tool dies with the thread that started it: a kpbench killed with SIGKILL in the
 	// middle of a sync leaves no iptables-restore or nft running on in a lab namespace
 	// (the calling thread is locked and waits for the tool, so only its death fires this).
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if root != "" {
+		c.SysProcAttr.Chroot = root
+		c.Dir = "/"
+	}
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
 	if cmd.DiscardStdout {

@@ -41,7 +41,9 @@ const Dir = "/run/netns"
 // of crashed runs can be found and swept.
 const Prefix = "kpb"
 
-// TestPrefix starts the names of throwaway namespaces made by tests: `kpbt<pid>-<random>`.
+// TestPrefix starts the names of throwaway namespaces made by tests, and by short-lived
+// helpers such as backends/all.ToolVersions: `kpbt<pid>-<random>`. `kpbench lab down
+// --all` leaves them alone while process pid runs.
 // Lab namespaces are `kpb-<lab>-<host>`; the two forms never collide.
 const TestPrefix = "kpbt"
 

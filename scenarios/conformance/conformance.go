@@ -166,8 +166,8 @@ func Run(ctx context.Context, suite []*scenarios.Scenario, o Options) (*Report, 
 		rep.Cases = append(rep.Cases, sc.Name)
 	}
 	for _, b := range o.Backends {
-		if !all.Valid(b) {
-			return nil, fmt.Errorf("backend %q: allowed values are %s", b, strings.Join(all.Names(), ", "))
+		if err := all.Validate(b); err != nil {
+			return nil, err
 		}
 		if why := Preflight(ctx, b); why != "" {
 			for _, sc := range suite {

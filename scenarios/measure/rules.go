@@ -3,8 +3,6 @@
 package measure
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -12,66 +10,28 @@ import (
 	"strings"
 	"time"
 
-	"kpbench.dev/kpbench/internal/netns"
+	"kpbench.dev/kpbench/backends/all"
 	"kpbench.dev/kpbench/testbed"
 )
 
-// KernelRules counts what a backend left in node 0's kernel: `-A` rules in iptables-save
-// for the iptables modes and userspace (all tables), rules plus map and set elements of
-// `table ip kube-proxy` for nftables, virtual plus real servers for IPVS.
+// KernelRules counts what a backend left in node 0's kernel, as the backend's facts say
+// (backends/all): `-A` rules in iptables-save for the iptables modes and userspace (all
+// tables), rules plus map and set elements of `table ip kube-proxy` for nftables, virtual
+// plus real servers for IPVS.
 //
 // Equivalent to: `iptables-save | grep -c '^-A'`, `nft list table ip kube-proxy` or
 // `ipvsadm -Ln`.
 func KernelRules(ctx context.Context, tb *testbed.Testbed) (int, error) {
 	node := tb.Lab.Hosts("node")[0]
-	cmd, ok := ruleDumpCommand(tb.Backend())
+	f, ok := all.Lookup(tb.Backend())
 	if !ok {
 		return 0, fmt.Errorf("rules: no way to count %s rules", tb.Backend())
 	}
-	res, err := netns.Exec(ctx, node.NetNSPath, cmd)
+	n, err := f.KernelRules(ctx, node.NetNSPath, tb.Settings())
 	if err != nil {
 		return 0, fmt.Errorf("rules on %s: %w", node.Name, err)
 	}
-	n := 0
-	sc := bufio.NewScanner(bytes.NewReader(res.Stdout))
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	nft := cmd.Path == "nft"
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		switch {
-		case cmd.Path == "ipvsadm":
-			if strings.HasPrefix(line, "TCP ") || strings.HasPrefix(line, "UDP ") || strings.HasPrefix(line, "SCTP ") || strings.HasPrefix(line, "-> ") && !strings.HasPrefix(line, "-> RemoteAddress") {
-				n++
-			}
-		case !nft && strings.HasPrefix(line, "-A "):
-			n++
-		case nft && line != "" && !strings.HasSuffix(line, "{") && line != "}" &&
-			!strings.HasPrefix(line, "type ") && !strings.HasPrefix(line, "flags ") && !strings.HasPrefix(line, "comment "):
-			// a rule, or a line of map/set elements: count the elements it holds
-			if strings.HasPrefix(line, "elements = {") || strings.HasSuffix(line, ",") || strings.HasSuffix(line, "}") {
-				n += strings.Count(line, ",") + 1
-			} else {
-				n++
-			}
-		}
-	}
-	return n, sc.Err()
-}
-
-// ruleDumpCommand is the command that lists backend's rules in a node's namespace. kube-proxy
-// runs the host's iptables, which is iptables-nft on Debian.
-func ruleDumpCommand(backend string) (netns.Command, bool) {
-	switch backend {
-	case "iptables", "userspace", "kube-proxy-iptables":
-		return netns.Command{Path: "iptables-nft-save"}, true
-	case "ipvs", "kube-proxy-ipvs":
-		return netns.Command{Path: "ipvsadm", Args: []string{"-Ln"}}, true
-	case "iptables-legacy", "iptables-perrule":
-		return netns.Command{Path: "iptables-legacy-save"}, true
-	case "nftables", "kube-proxy-nftables":
-		return netns.Command{Path: "nft", Args: []string{"list", "table", "ip", "kube-proxy"}}, true
-	}
-	return netns.Command{}, false
+	return n, nil
 }
 
 // KernelMemory returns the kernel memory that rules can occupy, in bytes (host-wide, from

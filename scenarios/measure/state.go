@@ -8,25 +8,21 @@ import (
 	"io"
 	"strings"
 
+	"kpbench.dev/kpbench/backends/all"
 	"kpbench.dev/kpbench/backends/kubeproxy"
 	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/testbed"
 )
 
-// stateCommands are what WriteNodeState runs in each node's namespace for backend: its rule
-// dump, then what explains a packet's fate beyond the rules (IPVS's connection table, with
-// the state and expiry of every entry; conntrack's flows).
+// stateCommands are what WriteNodeState runs in each node's namespace for backend, as
+// its facts say (backends/all): its rule dump, then what explains a packet's fate beyond
+// the rules (IPVS's connection table, with the state and expiry of every entry;
+// conntrack's flows). An unknown backend gets conntrack's flows only.
 func stateCommands(backend string) []netns.Command {
-	var cmds []netns.Command
-	if c, ok := ruleDumpCommand(backend); ok {
-		cmds = append(cmds, c) // for IPVS, -Ln: weights, active and inactive connections
-		if c.Path == "ipvsadm" {
-			cmds = append(cmds,
-				netns.Command{Path: "ipvsadm", Args: []string{"-Ln", "--stats"}}, // packets and bytes
-				netns.Command{Path: "ipvsadm", Args: []string{"-Lnc"}})           // the connection table
-		}
+	if f, ok := all.Lookup(backend); ok {
+		return f.NodeState()
 	}
-	return append(cmds, netns.Command{Path: "conntrack", Args: []string{"-L"}})
+	return []netns.Command{{Path: "conntrack", Args: []string{"-L"}}}
 }
 
 // WriteNodeState writes, for every node of the testbed, the output of its backend's rule
@@ -42,7 +38,7 @@ func WriteNodeState(ctx context.Context, tb *testbed.Testbed, w io.Writer) error
 			if _, err := fmt.Fprintf(w, "### %s (%s): %s\n", node.Name, tb.Backend(), cmd); err != nil {
 				return fmt.Errorf("node state: %w", err)
 			}
-			res, err := netns.Exec(ctx, node.NetNSPath, cmd)
+			res, err := tb.Settings().Tools(node.NetNSPath).Exec(ctx, cmd)
 			out := string(res.Stdout)
 			if cmd.Path == "conntrack" {
 				out = dropScrapeFlows(out)
