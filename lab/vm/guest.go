@@ -133,11 +133,16 @@ func qemuArgs(cfg Config, img Image, share string, writable []string, debug bool
 		// tb-size caps the translation cache (1 GiB by default) at no measured cost.
 		args = append(args, "-accel", "tcg,tb-size=256", "-cpu", "max")
 	}
-	appendArgs := "console=ttyS0 panic=-1 mitigations=off cryptomgr.notests kpbvm.share=" + share
+	// log_buf_len: a ring buffer large enough for the whole run's kernel log, which init
+	// saves when the command ends (warnings and soft lockups are counted from it).
+	appendArgs := "console=ttyS0 panic=-1 mitigations=off cryptomgr.notests log_buf_len=4M kpbvm.share=" + share
 	if debug {
 		appendArgs += " loglevel=7 kpbvm.debug=1"
 	} else {
 		appendArgs += " quiet"
+	}
+	if len(cfg.Append) > 0 {
+		appendArgs += " " + strings.Join(cfg.Append, " ")
 	}
 	args = append(args,
 		"-smp", fmt.Sprint(cfg.CPUs), "-m", fmt.Sprint(cfg.MemoryMB),

@@ -77,7 +77,7 @@ func TestRunInVM(t *testing.T) {
 // TestRunTimeout checks that a hung guest is killed and reported with the console tail.
 func TestRunTimeout(t *testing.T) {
 	cfg := privConfig(t)
-	cfg.Timeout = 12 * time.Second
+	cfg.Timeout = 30 * time.Second // boots take 8-20 s on the shared, loaded machine
 	var stdout bytes.Buffer
 	cfg.Stdout = &stdout
 	start := time.Now()
@@ -86,4 +86,55 @@ func TestRunTimeout(t *testing.T) {
 	assert.Contains(t, err.Error(), "timeout")
 	assert.Less(t, time.Since(start), cfg.Timeout+15*time.Second)
 	assert.True(t, strings.HasPrefix(stdout.String(), "started"), "output before the hang is streamed: %q", stdout.String())
+}
+
+// TestRunGuestPanicKeepsConsole makes the guest kernel panic on purpose (no init to run) and
+// checks that the error names a file holding the whole console log, panic included, both
+// with a log directory and without one (a temporary file). The guest boots quiet, so the
+// console holds the panic and what the kernel printed at error level.
+func TestRunGuestPanicKeepsConsole(t *testing.T) {
+	cfg := privConfig(t)
+	cfg.Timeout = 2 * time.Minute
+	cfg.Append = []string{"rdinit=/kpbench-no-such-init"}
+	for _, logDir := range []string{t.TempDir(), ""} {
+		t.Run("logdir="+logDir, func(t *testing.T) {
+			c := cfg
+			c.LogDir = logDir
+			o, err := RunOutcome(context.Background(), c, []string{"/bin/true"})
+			require.Error(t, err)
+			assert.Equal(t, -1, o.ExitCode)
+			require.NotEmpty(t, o.ConsoleLog)
+			t.Cleanup(func() {
+				if logDir == "" {
+					os.Remove(o.ConsoleLog)
+				}
+			})
+			if logDir != "" {
+				assert.Equal(t, filepath.Join(logDir, ConsoleLogFile), o.ConsoleLog)
+			}
+			assert.Contains(t, err.Error(), ": "+o.ConsoleLog+"; its tail:")
+			assert.Contains(t, err.Error(), "Kernel panic", "the tail is still in the error")
+			b, rerr := os.ReadFile(o.ConsoleLog)
+			require.NoError(t, rerr)
+			assert.Contains(t, string(b), "Kernel panic")
+			assert.Contains(t, string(b), "Call Trace:")
+		})
+	}
+}
+
+// TestRunKernelLog checks that the guest kernel's log while the command ran comes back,
+// with a warning the command provoked (a WARN-level line written to /dev/kmsg is not a
+// WARN() splat, so the test writes the splat's first line itself) and the boot left out.
+func TestRunKernelLog(t *testing.T) {
+	cfg := privConfig(t)
+	cfg.LogDir = t.TempDir()
+	o, err := RunOutcome(context.Background(), cfg, []string{"/bin/sh", "-c",
+		`echo "WARNING: CPU: 0 PID: 1 at kpbench/test.c:1 provoked+0x0/0x1" >/dev/kmsg`})
+	require.NoError(t, err)
+	assert.Equal(t, 0, o.ExitCode)
+	assert.True(t, o.KernelLog.Marked, "init marks the command's start")
+	assert.Equal(t, 1, o.KernelLog.Count(EventWarning), "events: %+v", o.KernelLog.Events)
+	assert.Equal(t, filepath.Join(cfg.LogDir, KernelLogFile), o.KernelLogPath)
+	assert.FileExists(t, filepath.Join(cfg.LogDir, ConsoleLogFile))
+	assert.Greater(t, o.BootTime, time.Duration(0))
 }
