@@ -33,6 +33,7 @@ type vmFlags struct {
 	writable []string
 	append   []string
 	debug    bool
+	mttcg    bool
 }
 
 // addVMFlags registers the flags; multiKernel documents --kernel as a matrix.
@@ -50,6 +51,7 @@ func addVMFlags(cmd *cobra.Command, f *vmFlags, multiKernel bool) {
 	fl.StringVar(&f.cacheDir, "cache-dir", vm.DefaultCacheDir, "kernel and initramfs cache")
 	fl.StringArrayVar(&f.writable, "writable", nil, "host directory shared writable at the same path (repeatable; default $"+vm.EnvWritable+" (':'-separated), else the working directory)")
 	fl.BoolVar(&f.debug, "debug", false, "show kernel messages and init's steps on stderr")
+	fl.BoolVar(&f.mttcg, "tcg-multi-thread", false, "run each vCPU on its own host thread (QEMU's default; Debian 6.12 guests crash under it with \"Oops: int3\")")
 	fl.StringArrayVar(&f.append, "append", nil, "add a word to the guest kernel's command line, e.g. nohz=off (repeatable; default $"+vm.EnvAppend+")")
 }
 
@@ -95,7 +97,7 @@ func (f *vmFlags) configs(cmd *cobra.Command, extraWritable []string) ([]vm.Conf
 	for _, k := range kernels {
 		c := vm.Config{
 			Kernel: k, MemoryMB: mem, CPUs: f.cpus, CacheDir: f.cacheDir, Timeout: f.timeout,
-			Accel: f.accel, Writable: writable, Debug: f.debug, Append: f.append,
+			Accel: f.accel, Writable: writable, Debug: f.debug, Append: f.append, MultiThreadTCG: f.mttcg,
 			Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(),
 		}
 		if err := c.Validate(); err != nil {

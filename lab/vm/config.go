@@ -103,6 +103,11 @@ type Config struct {
 	// Debug boots with kernel messages and init's steps on the serial console, and copies the
 	// console to Stderr as it comes.
 	Debug bool
+	// MultiThreadTCG runs the vCPUs on one host thread each (QEMU's default) instead of one
+	// thread for all. Debian's 6.12 kernels crash under it ("Oops: int3" when they patch
+	// their code, see qemuArgs), so it is off unless asked for; it only matters to guests
+	// with several CPUs on a host with idle cores.
+	MultiThreadTCG bool
 	// Append adds words to the guest kernel's command line (e.g. "nohz=off"), after the
 	// ones Run sets. Words must not contain blanks.
 	Append []string

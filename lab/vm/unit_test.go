@@ -251,7 +251,7 @@ func TestQemuArgs(t *testing.T) {
 		wantLast string
 	}{
 		{"tcg", Config{Accel: AccelTCG, CPUs: 2, MemoryMB: 2048}, false,
-			[]string{"-accel tcg,tb-size=256", "-cpu max", "-smp 2", "-m 2048", "-no-reboot", "-bios " + qbootROM,
+			[]string{"-accel tcg,thread=single,tb-size=256", "-cpu max", "-smp 2", "-m 2048", "-no-reboot", "-bios " + qbootROM,
 				"-kernel /c/vmlinux", "-initrd /c/i.cpio.gz",
 				"-fsdev local,id=rw0,path=/work/a,,b,security_model=none,multidevs=remap",
 				"-device virtio-9p-pci,fsdev=rw0,mount_tag=rw0"},
@@ -259,6 +259,8 @@ func TestQemuArgs(t *testing.T) {
 		{"kvm debug", Config{Accel: AccelKVM, CPUs: 1, MemoryMB: 512}, true,
 			[]string{"-accel kvm", "-cpu host", "-smp 1", "-m 512"},
 			[]string{"tcg", " quiet"}, ""},
+		{"multi-threaded tcg when asked", Config{Accel: AccelTCG, CPUs: 2, MemoryMB: 512, MultiThreadTCG: true}, false,
+			[]string{"-accel tcg,thread=multi,tb-size=256"}, []string{"thread=single"}, ""},
 		{"extra kernel words last", Config{Accel: AccelTCG, CPUs: 1, MemoryMB: 512, Append: []string{"nohz=off", "clocksource=hpet"}}, false,
 			nil, nil, "quiet nohz=off clocksource=hpet"},
 	}
@@ -277,6 +279,7 @@ func TestQemuArgs(t *testing.T) {
 			assert.Contains(t, args[i+1], "kpbvm.share=/tmp/kpbench-vm-1")
 			assert.Contains(t, args[i+1], "console=ttyS0")
 			assert.Contains(t, args[i+1], "log_buf_len=", "a ring buffer that holds the run's kernel log")
+			assert.Contains(t, args[i+1], "no_timer_check", "the IO-APIC timer check panics on a busy host")
 			if tt.wantLast != "" {
 				assert.True(t, strings.HasSuffix(args[i+1], tt.wantLast), "append %q", args[i+1])
 			}
