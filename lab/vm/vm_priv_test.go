@@ -7,7 +7,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -74,18 +73,19 @@ func TestRunInVM(t *testing.T) {
 	assert.Equal(t, "result\n", string(b))
 }
 
-// TestRunTimeout checks that a hung guest is killed and reported with the console tail.
+// TestRunTimeout checks that a hung guest is killed and reported, with its console kept.
+// (Streaming is checked by TestRunInVM: on a loaded machine the boot alone may outlast this
+// timeout.)
 func TestRunTimeout(t *testing.T) {
 	cfg := privConfig(t)
-	cfg.Timeout = 30 * time.Second // boots take 8-20 s on the shared, loaded machine
-	var stdout bytes.Buffer
-	cfg.Stdout = &stdout
+	cfg.Timeout = 20 * time.Second
+	cfg.LogDir = t.TempDir()
 	start := time.Now()
 	_, err := Run(context.Background(), cfg, []string{"/bin/sh", "-c", "echo started; exec sleep 1000"})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "timeout")
+	assert.Contains(t, err.Error(), "killed after the timeout of 20s")
+	assert.Contains(t, err.Error(), filepath.Join(cfg.LogDir, ConsoleLogFile))
 	assert.Less(t, time.Since(start), cfg.Timeout+15*time.Second)
-	assert.True(t, strings.HasPrefix(stdout.String(), "started"), "output before the hang is streamed: %q", stdout.String())
 }
 
 // TestRunGuestPanicKeepsConsole makes the guest kernel panic on purpose (no init to run) and
