@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/internal/toolroot"
+	"kpbench.dev/kpbench/scenarios"
 )
 
 // runToolsCLI runs the root command with args and maps the error to an exit code as run does.
@@ -107,5 +108,17 @@ func TestShortVersion(t *testing.T) {
 	}
 	for in, want := range tests {
 		assert.Equal(t, want, shortVersion(in), in)
+	}
+}
+
+// TestMatrixScenariosLoad checks that the environment matrix's shipped scenarios load
+// (they run for minutes, in the microVM or at 20k Services, so no test runs them).
+func TestMatrixScenariosLoad(t *testing.T) {
+	for _, f := range []string{"kernel-matrix.yaml", "nft-versions.yaml"} {
+		t.Run(f, func(t *testing.T) {
+			sc, err := scenarios.Load(filepath.Join("..", "..", "scenarios", f))
+			require.NoError(t, err)
+			assert.NotEmpty(t, sc.Steps)
+		})
 	}
 }
