@@ -71,5 +71,18 @@ soak: deps build
 upstream:
 	@bash hack/build-upstream.sh
 
+.PHONY: upstream-matrix tools-matrix
+
+## upstream-matrix: the extra kube-proxy versions of the version matrix, one tools module each
+## (tools/upstream-v1.33: kube-proxy v1.33.5 into /var/cache/kpbench/upstream/v1.33.5/bin;
+## idempotent, 7-8 min cold here). make test does not need it: the tests that use it skip.
+upstream-matrix:
+	@bash hack/build-kube-proxy.sh
+
+## tools-matrix: the Debian trixie tool root (nft 1.1.x, iptables 1.8.11, ...) for --tools
+## debian:trixie, built once with mmdebstrap into /var/cache/kpbench/tools (~2 min cold)
+tools-matrix: build
+	./$(BIN) tools prepare debian:trixie
+
 clean:
 	rm -rf bin out

@@ -3,19 +3,23 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"kpbench.dev/kpbench/lab/vm"
+	"kpbench.dev/kpbench/reports"
 )
 
 // vmFlags are the flags shared by the vm subcommands.
@@ -27,7 +31,9 @@ type vmFlags struct {
 	accel    string
 	cacheDir string
 	writable []string
+	append   []string
 	debug    bool
+	mttcg    bool
 }
 
 // addVMFlags registers the flags; multiKernel documents --kernel as a matrix.
@@ -45,6 +51,8 @@ func addVMFlags(cmd *cobra.Command, f *vmFlags, multiKernel bool) {
 	fl.StringVar(&f.cacheDir, "cache-dir", vm.DefaultCacheDir, "kernel and initramfs cache")
 	fl.StringArrayVar(&f.writable, "writable", nil, "host directory shared writable at the same path (repeatable; default $"+vm.EnvWritable+" (':'-separated), else the working directory)")
 	fl.BoolVar(&f.debug, "debug", false, "show kernel messages and init's steps on stderr")
+	fl.BoolVar(&f.mttcg, "tcg-multi-thread", false, "run each vCPU on its own host thread (QEMU's default; Debian 6.12 guests crash under it with \"Oops: int3\")")
+	fl.StringArrayVar(&f.append, "append", nil, "add a word to the guest kernel's command line, e.g. nohz=off (repeatable; default $"+vm.EnvAppend+")")
 }
 
 // configs returns one vm.Config per kernel, validated (bad values are usage errors).
@@ -89,7 +97,7 @@ func (f *vmFlags) configs(cmd *cobra.Command, extraWritable []string) ([]vm.Conf
 	for _, k := range kernels {
 		c := vm.Config{
 			Kernel: k, MemoryMB: mem, CPUs: f.cpus, CacheDir: f.cacheDir, Timeout: f.timeout,
-			Accel: f.accel, Writable: writable, Debug: f.debug,
+			Accel: f.accel, Writable: writable, Debug: f.debug, Append: f.append, MultiThreadTCG: f.mttcg,
 			Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(),
 		}
 		if err := c.Validate(); err != nil {
@@ -172,34 +180,147 @@ func perKernelOut(args []string, kernel string) []string {
 	return out
 }
 
-// runVMs runs argv once per config, printing a header per kernel when there are several,
-// and returns the first non-zero exit status as exitCodeError (the other kernels still run).
-// With several kernels and perKernel, every --out DIR of argv becomes DIR/<kernel>.
-func runVMs(cmd *cobra.Command, cfgs []vm.Config, argv []string, perKernel bool) error {
-	firstCode := 0
+// vmRunner boots one VM and runs argv in it: vm.RunOutcome, or a fake in tests.
+type vmRunner func(ctx context.Context, cfg vm.Config, argv []string) (vm.Outcome, error)
+
+// kernelRun is the outcome of one kernel of a vm run or exec.
+type kernelRun struct {
+	kernel  string
+	outcome vm.Outcome
+	err     error // the VM failed (no exit status), or its logs could not be recorded
+	elapsed time.Duration
+}
+
+// runVMs runs argv once per config, each kernel in turn, printing a header per kernel when
+// there are several. Every kernel runs, whatever the ones before it did; a summary of every
+// kernel's outcome follows. With perKernel and several kernels, every --out DIR of argv
+// becomes DIR/<kernel>. The first --out directory (per kernel) also receives the VM's logs
+// (vm-console.log, kernel-log.txt), and the kernel-log labels in its results.json.
+//
+// The error is the VM failure when one kernel was asked for; with several, it names every
+// kernel whose VM failed. Otherwise it is the first non-zero exit status as exitCodeError.
+func runVMs(cmd *cobra.Command, cfgs []vm.Config, argv []string, perKernel bool, run vmRunner) error {
+	var runs []kernelRun
+	matrix := len(cfgs) > 1
 	for _, c := range cfgs {
 		argv := argv
-		if len(cfgs) > 1 {
+		if matrix {
 			fmt.Fprintf(cmd.ErrOrStderr(), "=== kpbench vm: kernel %s ===\n", c.Kernel)
 			if perKernel {
 				argv = append(argv[:1:1], perKernelOut(argv[1:], c.Kernel)...)
 			}
 		}
+		if perKernel {
+			if outs := outDirs(argv[1:]); len(outs) > 0 {
+				c.LogDir = outs[0]
+			}
+		}
 		start := time.Now()
-		code, err := vm.Run(cmd.Context(), c, argv)
-		if err != nil {
-			return vmError(c.Kernel, err)
+		o, err := run(cmd.Context(), c, argv)
+		r := kernelRun{kernel: c.Kernel, outcome: o, err: err, elapsed: time.Since(start)}
+		if err == nil && c.LogDir != "" {
+			if lerr := recordKernelLog(c.LogDir, o); lerr != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "kpbench vm: kernel %s: %v\n", c.Kernel, lerr)
+			}
 		}
-		if len(cfgs) > 1 {
-			fmt.Fprintf(cmd.ErrOrStderr(), "=== kpbench vm: kernel %s: exit status %d in %s ===\n",
-				c.Kernel, code, time.Since(start).Round(time.Millisecond))
+		if matrix {
+			fmt.Fprintf(cmd.ErrOrStderr(), "=== kpbench vm: kernel %s: %s in %s ===\n",
+				c.Kernel, r.status(), r.elapsed.Round(time.Millisecond))
 		}
-		if code != 0 && firstCode == 0 {
-			firstCode = code
+		runs = append(runs, r)
+		if cmd.Context().Err() != nil {
+			break // interrupted: the other kernels do not start
 		}
 	}
-	if firstCode != 0 {
+	if matrix {
+		printKernelRuns(cmd.ErrOrStderr(), runs, len(cfgs))
+	}
+	var failed []string
+	firstCode := 0
+	for _, r := range runs {
+		switch {
+		case r.err != nil:
+			failed = append(failed, fmt.Sprintf("%v", vmError(r.kernel, r.err)))
+		case r.outcome.ExitCode != 0 && firstCode == 0:
+			firstCode = r.outcome.ExitCode
+		}
+	}
+	switch {
+	case !matrix && len(failed) == 1:
+		return vmError(runs[0].kernel, runs[0].err)
+	case len(failed) > 0:
+		return fmt.Errorf("vm: %d of %d kernels failed to run:\n%s", len(failed), len(cfgs), strings.Join(failed, "\n"))
+	case len(runs) < len(cfgs):
+		return fmt.Errorf("vm: interrupted after %d of %d kernels: %w", len(runs), len(cfgs), cmd.Context().Err())
+	case firstCode != 0:
 		return exitCodeError{firstCode}
+	}
+	return nil
+}
+
+// status is "exit status N" or "VM failed".
+func (r kernelRun) status() string {
+	if r.err != nil {
+		return "VM failed"
+	}
+	return fmt.Sprintf("exit status %d", r.outcome.ExitCode)
+}
+
+// printKernelRuns writes the matrix summary: one line per kernel with its outcome, time,
+// kernel log events and the logs kept.
+func printKernelRuns(w io.Writer, runs []kernelRun, asked int) {
+	fmt.Fprintf(w, "=== kpbench vm: %d kernels ===\n", asked)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KERNEL\tOUTCOME\tTIME\tKERNEL LOG\tLOGS")
+	for _, r := range runs {
+		klog := r.outcome.KernelLog.Summary()
+		if r.err != nil && len(r.outcome.KernelLog.Events) == 0 {
+			klog = "-"
+		}
+		logs := strings.TrimSpace(r.outcome.ConsoleLog + " " + r.outcome.KernelLogPath)
+		if logs == "" {
+			logs = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.kernel, r.status(), r.elapsed.Round(time.Second), klog, logs)
+	}
+	tw.Flush()
+}
+
+// Labels the vm commands add to every run of the results.json in a kernel's --out
+// directory, from the guest kernel's log while the command ran.
+const (
+	labelKernelLog        = "kernel-log"             // file name of the log beside results.json
+	labelKernelLogSummary = "kernel-log-summary"     // "clean", or "2 warnings, 1 soft lockup (max 23s)"
+	labelKernelWarnings   = "kernel-warnings"        // WARN() splats
+	labelKernelLockups    = "kernel-soft-lockups"    // watchdog soft lockups
+	labelKernelLockupMax  = "kernel-soft-lockup-max" // longest soft lockup, e.g. "23s"
+)
+
+// recordKernelLog records the kernel log's summary as labels on every run of
+// dir/results.json. A directory without results.json (the command wrote none) is left alone.
+func recordKernelLog(dir string, o vm.Outcome) error {
+	if o.KernelLogPath == "" {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, reports.ResultsFile)); err != nil {
+		return nil
+	}
+	res, err := reports.Load(dir)
+	if err != nil {
+		return fmt.Errorf("label kernel log: %w", err)
+	}
+	k := o.KernelLog
+	for _, run := range res.Runs {
+		res.Label(run.Backend, labelKernelLog, filepath.Base(o.KernelLogPath))
+		res.Label(run.Backend, labelKernelLogSummary, k.Summary())
+		res.Label(run.Backend, labelKernelWarnings, strconv.Itoa(k.Count(vm.EventWarning)))
+		res.Label(run.Backend, labelKernelLockups, strconv.Itoa(k.Count(vm.EventSoftLockup)))
+		if m := k.MaxStuck(); m > 0 {
+			res.Label(run.Backend, labelKernelLockupMax, m.String())
+		}
+	}
+	if err := res.Write(dir); err != nil {
+		return fmt.Errorf("label kernel log: %w", err)
 	}
 	return nil
 }
@@ -244,11 +365,20 @@ func newVMRunCmd() *cobra.Command {
 The --out directory is created on the host and shared writable, so results land on the host.
 A kernel matrix (--kernel given more than once) runs the same arguments on each kernel in
 turn and writes each kernel's results to OUT/<kernel> (e.g. out/vm/6.1.0-57 and
-out/vm/6.12.100+deb12); every results.json records the guest's kernel release and the
-accelerator, so compare backends within one directory and kernels with 'kpbench compare'.`,
+out/vm/6.12.118+deb12); every results.json records the guest's kernel release and the
+accelerator, so compare backends within one directory and kernels with 'kpbench compare'.
+Every kernel runs even when one before it fails; a table of every kernel's outcome ends the
+output.
+
+Beside each results.json, vm-console.log holds the guest's serial console and kernel-log.txt
+the guest kernel's log (dmesg) when the command ended. Kernel warnings, soft lockups, RCU
+stalls, hung tasks, OOM kills and oopses logged while the command ran are counted, printed,
+and recorded as labels of every run in results.json: kernel-log-summary, kernel-warnings,
+kernel-soft-lockups, kernel-soft-lockup-max, kernel-log. A guest that dies (a kernel panic,
+the timeout) keeps its whole console log, and the error names the file.`,
 		Example: `  kpbench vm run -- check --help
   kpbench vm run -- conform --backend ipvs --out out/conform-ipvs
-  kpbench vm run --kernel 6.1.0-57 --kernel 6.12.100+deb12 --mem 1G -- run scenarios/x.yaml --out out/vm`,
+  kpbench vm run --kernel 6.1.0-57 --kernel 6.12.118+deb12 -- run scenarios/kernel-matrix.yaml --backend iptables,nftables,ipvs --out out/km`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			args, err := dashArgs(cmd, args, "kpbench arguments", "check --help")
 			if err != nil {
@@ -268,7 +398,7 @@ accelerator, so compare backends within one directory and kernels with 'kpbench 
 					return fmt.Errorf("vm run: --out %s: %w", d, err)
 				}
 			}
-			return runVMs(cmd, cfgs, append([]string{self}, args...), true)
+			return runVMs(cmd, cfgs, append([]string{self}, args...), true, vm.RunOutcome)
 		},
 	}
 	addVMFlags(cmd, &f, true)
@@ -301,7 +431,7 @@ func newVMExecCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runVMs(cmd, cfgs, append([]string{bin}, args[1:]...), false)
+			return runVMs(cmd, cfgs, append([]string{bin}, args[1:]...), false, vm.RunOutcome)
 		},
 	}
 	addVMFlags(cmd, &f, false)

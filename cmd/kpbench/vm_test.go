@@ -7,8 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -17,6 +20,7 @@ import (
 
 	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/lab/vm"
+	"kpbench.dev/kpbench/reports"
 )
 
 // runVMCLI runs the root command with the vm subcommand (added here if root.go does not
@@ -159,4 +163,140 @@ func TestVMExecExitStatus(t *testing.T) {
 		"/bin/sh", "-c", "echo in-vm $KPBENCH_IN_VM; exit 3")
 	assert.Equal(t, 3, code, "stderr: %s", stderr)
 	assert.Equal(t, "in-vm 1\n", stdout)
+}
+
+// fakeVMs is a vmRunner that fails the VM of the kernels in fail and returns exit status
+// code[kernel] for the others, recording every call.
+type fakeVMs struct {
+	fail  map[string]bool
+	code  map[string]int
+	calls []fakeVMCall
+}
+
+type fakeVMCall struct {
+	kernel, logDir string
+	argv           []string
+}
+
+func (f *fakeVMs) run(_ context.Context, cfg vm.Config, argv []string) (vm.Outcome, error) {
+	f.calls = append(f.calls, fakeVMCall{cfg.Kernel, cfg.LogDir, argv})
+	if f.fail[cfg.Kernel] {
+		return vm.Outcome{ExitCode: -1, ConsoleLog: "/tmp/console-" + cfg.Kernel + ".log"},
+			errors.New("the guest stopped without an exit status; Kernel panic - not syncing: Fatal exception in interrupt")
+	}
+	return vm.Outcome{ExitCode: f.code[cfg.Kernel]}, nil
+}
+
+func TestRunVMsRunsEveryKernel(t *testing.T) {
+	k61, k612, k50 := "6.1.0-57", "6.12.118+deb12", "6.1.0-50"
+	tests := []struct {
+		name      string
+		kernels   []string
+		fail      map[string]bool
+		code      map[string]int
+		wantCode  int // exit code of the command, as main maps the error
+		wantErr   []string
+		wantTable []string
+	}{
+		{"first kernel panics, the others still run", []string{k61, k612, k50},
+			map[string]bool{k61: true}, map[string]int{k50: 4}, exitError,
+			[]string{"1 of 3 kernels failed to run", "vm kernel 6.1.0-57", "Fatal exception"},
+			[]string{"6.1.0-57 +VM failed", "6.12.118\\+deb12 +exit status 0", "6.1.0-50 +exit status 4"}},
+		{"middle kernel panics", []string{k61, k612, k50}, map[string]bool{k612: true}, nil, exitError,
+			[]string{"1 of 3 kernels failed to run", "vm kernel 6.12.118+deb12"},
+			[]string{"6.12.118\\+deb12 +VM failed .*/tmp/console-6.12.118\\+deb12.log"}},
+		{"all pass", []string{k61, k612}, nil, nil, exitOK, nil, []string{"6.1.0-57 +exit status 0 .*clean"}},
+		{"first non-zero exit status wins", []string{k61, k612, k50}, nil, map[string]int{k612: 1, k50: 7}, 1, nil, nil},
+		{"one kernel: the VM error itself", []string{k612}, map[string]bool{k612: true}, nil, exitError,
+			[]string{"vm kernel 6.12.118+deb12: the guest stopped"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeVMs{fail: tt.fail, code: tt.code}
+			var cfgs []vm.Config
+			for _, k := range tt.kernels {
+				cfgs = append(cfgs, vm.Config{Kernel: k})
+			}
+			var stderr bytes.Buffer
+			cmd := &cobra.Command{}
+			cmd.SetContext(context.Background())
+			cmd.SetErr(&stderr)
+			err := runVMs(cmd, cfgs, []string{"/bin/kpbench", "run", "x.yaml", "--out", "out/m"}, true, f.run)
+
+			require.Len(t, f.calls, len(tt.kernels), "every kernel runs")
+			for i, c := range f.calls {
+				want := "out/m"
+				if len(tt.kernels) > 1 {
+					want = "out/m/" + tt.kernels[i]
+				}
+				assert.Equal(t, want, c.logDir, "the kernel's results directory keeps its logs")
+				assert.Equal(t, want, c.argv[4])
+			}
+			var ce exitCodeError
+			switch {
+			case tt.wantCode == exitOK:
+				assert.NoError(t, err)
+			case tt.wantCode == exitError:
+				require.Error(t, err)
+				assert.False(t, errors.As(err, &ce), "a VM failure is an error, not an exit status")
+			default:
+				require.ErrorAs(t, err, &ce)
+				assert.Equal(t, tt.wantCode, ce.code)
+			}
+			for _, w := range tt.wantErr {
+				assert.ErrorContains(t, err, w)
+			}
+			for _, w := range tt.wantTable {
+				assert.Regexp(t, w, stderr.String())
+			}
+		})
+	}
+}
+
+func TestRunVMsStopsWhenInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	run := func(context.Context, vm.Config, []string) (vm.Outcome, error) {
+		calls++
+		cancel()
+		return vm.Outcome{ExitCode: -1}, errors.New("vm run: context canceled")
+	}
+	cmd := &cobra.Command{}
+	cmd.SetContext(ctx)
+	cmd.SetErr(io.Discard)
+	err := runVMs(cmd, []vm.Config{{Kernel: "6.1.0-57"}, {Kernel: "6.12.118+deb12"}}, []string{"/bin/true"}, false, run)
+	assert.Equal(t, 1, calls, "no kernel starts after Ctrl-C")
+	assert.ErrorContains(t, err, "1 of 2 kernels failed")
+}
+
+func TestRecordKernelLog(t *testing.T) {
+	dir := t.TempDir()
+	res := &reports.Results{Scenario: "x"}
+	res.Add("nftables", reports.Measurement{Name: reports.MeasureSync, Unit: "s", Samples: []float64{1}})
+	res.Add("ipvs", reports.Measurement{Name: reports.MeasureSync, Unit: "s", Samples: []float64{2}})
+	require.NoError(t, res.Write(dir))
+	klog, err := vm.ScanKernelLog(strings.NewReader("[1.0] kpbench-vm: command start\n" +
+		"[30.0] watchdog: BUG: soft lockup - CPU#0 stuck for 26s! [nft:9]\n" +
+		"[31.0] WARNING: CPU: 0 PID: 9 at net/netfilter/x.c:1 f+0x0/0x1\n"))
+	require.NoError(t, err)
+	o := vm.Outcome{KernelLog: klog, KernelLogPath: filepath.Join(dir, vm.KernelLogFile)}
+	require.NoError(t, recordKernelLog(dir, o))
+
+	got, err := reports.Load(dir)
+	require.NoError(t, err)
+	require.Len(t, got.Runs, 2)
+	for _, r := range got.Runs {
+		assert.Equal(t, map[string]string{
+			"kernel-log":             "kernel-log.txt",
+			"kernel-log-summary":     "1 warning, 1 soft lockup (max 26s)",
+			"kernel-warnings":        "1",
+			"kernel-soft-lockups":    "1",
+			"kernel-soft-lockup-max": "26s",
+		}, r.Labels, r.Backend)
+	}
+
+	empty := t.TempDir()
+	require.NoError(t, recordKernelLog(empty, o), "no results.json: nothing to label")
+	_, err = os.Stat(filepath.Join(empty, reports.ResultsFile))
+	assert.True(t, os.IsNotExist(err))
 }

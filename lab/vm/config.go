@@ -68,6 +68,9 @@ const (
 	EnvKernel = "KPBENCH_VM_KERNEL"
 	// EnvInVM is set to 1 in the guest.
 	EnvInVM = "KPBENCH_IN_VM"
+	// EnvAppend adds blank-separated words to the guest kernel's command line when
+	// Config.Append is empty (for experiments: KPBENCH_VM_APPEND="nohz=off").
+	EnvAppend = "KPBENCH_VM_APPEND"
 	// EnvWritable lists, separated by ':', the host directories the kpbench CLI shares
 	// writable when no --writable flag is given.
 	EnvWritable = "KPBENCH_VM_WRITABLE"
@@ -100,6 +103,19 @@ type Config struct {
 	// Debug boots with kernel messages and init's steps on the serial console, and copies the
 	// console to Stderr as it comes.
 	Debug bool
+	// MultiThreadTCG runs the vCPUs on one host thread each (QEMU's default) instead of one
+	// thread for all. Debian's 6.12 kernels crash under it ("Oops: int3" when they patch
+	// their code, see qemuArgs), so it is off unless asked for; it only matters to guests
+	// with several CPUs on a host with idle cores.
+	MultiThreadTCG bool
+	// Append adds words to the guest kernel's command line (e.g. "nohz=off"), after the
+	// ones Run sets. Words must not contain blanks.
+	Append []string
+	// LogDir, when set, receives the run's logs whatever its outcome: ConsoleLogFile (the
+	// whole serial console) and KernelLogFile (the guest kernel's log when the command
+	// ended). When empty, the console log is kept only when the guest fails, in a new file
+	// under os.TempDir() that the error names.
+	LogDir string
 	// Stdout receives the guest command's standard output as it runs (nil: discarded).
 	Stdout io.Writer
 	// Stderr receives the guest command's standard error, and progress of EnsureKernel
@@ -150,11 +166,19 @@ func (cfg Config) withDefaults(getenv func(string) string) (Config, error) {
 	if cfg.Accel == "" {
 		cfg.Accel = getenv(EnvAccel)
 	}
+	if len(cfg.Append) == 0 {
+		cfg.Append = strings.Fields(getenv(EnvAppend))
+	}
 	if cfg.Accel == "" {
 		cfg.Accel = AccelTCG
 	}
 	if cfg.Accel != AccelTCG && cfg.Accel != AccelKVM {
 		return cfg, fmt.Errorf("accel %q: want %s or %s", cfg.Accel, AccelTCG, AccelKVM)
+	}
+	for _, w := range cfg.Append {
+		if w == "" || strings.ContainsAny(w, " \t\n") {
+			return cfg, fmt.Errorf("kernel parameter %q: want one word without blanks", w)
+		}
 	}
 	for _, e := range cfg.Env {
 		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
@@ -169,6 +193,16 @@ func (cfg Config) withDefaults(getenv func(string) string) (Config, error) {
 	}
 	return cfg, nil
 }
+
+// Names of the log files Run keeps in Config.LogDir.
+const (
+	// ConsoleLogFile is the guest's whole serial console: boot messages, panics, init's
+	// errors.
+	ConsoleLogFile = "vm-console.log"
+	// KernelLogFile is the guest kernel's log (dmesg) when the command ended, with init's
+	// start and end markers around the command (ScanKernelLog reads it).
+	KernelLogFile = "kernel-log.txt"
+)
 
 // kernelRelease is the `uname -r` of the guest: the version plus the flavour.
 func (cfg Config) kernelRelease() string { return cfg.Kernel + "-amd64" }

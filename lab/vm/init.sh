@@ -6,8 +6,11 @@
 #   kpbvm.share=PATH  host path of the per-run share (no spaces); mounted at /share here and at
 #                     PATH inside the chroot. It holds run.sh (the command), mounts (writable
 #                     host directories: "TAG PATH" per line), and receives stdout.log,
-#                     stderr.log, exit-code and uptime (guest uptime when the command started).
+#                     stderr.log, exit-code, uptime (guest uptime when the command started)
+#                     and kernel.log (the kernel's log, dmesg, when the command ended).
 #   kpbvm.debug=1     print every step on the console.
+# The kernel log gets a start and an end marker around the command (see lab/vm/kernellog.go),
+# so warnings and soft lockups of the command can be told from those of the boot.
 export PATH=/bin:/sbin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -86,7 +89,11 @@ ip link set lo up
 
 dbg "running $SHARE/run.sh"
 cut -d' ' -f1 /proc/uptime >/share/uptime
+echo "kpbench-vm: command start" >/dev/kmsg
 chroot $N /bin/sh "$SHARE/run.sh" >/share/stdout.log 2>/share/stderr.log </dev/null
-echo $? >/share/exit-code.tmp && mv /share/exit-code.tmp /share/exit-code
+rc=$?
+echo "kpbench-vm: command end, exit status $rc" >/dev/kmsg
+dmesg >/share/kernel.log 2>&1
+echo $rc >/share/exit-code.tmp && mv /share/exit-code.tmp /share/exit-code
 sync
 poweroff -f

@@ -20,62 +20,94 @@ import (
 // pollInterval is how often Run copies new guest output to Stdout and Stderr.
 const pollInterval = 100 * time.Millisecond
 
-// Run boots a VM (building the cache first if needed, see EnsureKernel) and runs argv in it,
-// in the host's working directory, with the environment described at guestEnv. The guest
-// command's stdout and stderr stream to cfg.Stdout and cfg.Stderr while it runs; its stdin is
-// /dev/null. It returns the command's exit status. An error means the VM itself failed: QEMU
-// could not start, the guest died without an exit status (the error holds the console's
-// tail), cfg.Timeout passed, or ctx was cancelled; QEMU is killed in the last two cases.
+// Outcome is what one VM run left behind.
+type Outcome struct {
+	// ExitCode is the guest command's exit status, -1 when the VM failed.
+	ExitCode int
+	// KernelLog sums up the guest kernel's log while the command ran (empty when the guest
+	// died before writing it).
+	KernelLog KernelLog
+	// ConsoleLog is the path of the kept serial console log ("" when none was kept: the run
+	// succeeded and Config.LogDir was empty).
+	ConsoleLog string
+	// KernelLogPath is the path of the kept kernel log ("" when none was kept).
+	KernelLogPath string
+	// BootTime is the guest's uptime when the command started (0 if unknown).
+	BootTime time.Duration
+}
+
+// Run boots a VM and runs argv in it; see RunOutcome. It returns the command's exit status.
 func Run(ctx context.Context, cfg Config, argv []string) (exitCode int, err error) {
-	cfg, err = cfg.withDefaults(os.Getenv)
+	o, err := RunOutcome(ctx, cfg, argv)
+	return o.ExitCode, err
+}
+
+// RunOutcome boots a VM (building the cache first if needed, see EnsureKernel) and runs argv
+// in it, in the host's working directory, with the environment described at guestEnv. The
+// guest command's stdout and stderr stream to cfg.Stdout and cfg.Stderr while it runs; its
+// stdin is /dev/null. The outcome holds the command's exit status and the notable events of
+// the guest kernel's log while it ran (warnings, soft lockups: also written to cfg.Stderr).
+//
+// An error means the VM itself failed: QEMU could not start, the guest died without an exit
+// status, cfg.Timeout passed, or ctx was cancelled (QEMU is killed in the last two cases).
+// The whole serial console is then kept in a file (in cfg.LogDir, else under os.TempDir())
+// that the error names beside the console's tail.
+func RunOutcome(ctx context.Context, cfg Config, argv []string) (Outcome, error) {
+	failed := Outcome{ExitCode: -1}
+	cfg, err := cfg.withDefaults(os.Getenv)
 	if err != nil {
-		return -1, err
+		return failed, err
 	}
 	if len(argv) == 0 {
-		return -1, errors.New("vm run: no command")
+		return failed, errors.New("vm run: no command")
 	}
 	if os.Getenv(EnvInVM) == "1" {
-		return -1, errors.New("vm run: already inside the kpbench VM (nested TCG would be far too slow)")
+		return failed, errors.New("vm run: already inside the kpbench VM (nested TCG would be far too slow)")
 	}
 	tools, err := lookTools([]tool{{qemuBinary, "qemu-system-x86"}})
 	if err != nil {
-		return -1, err
+		return failed, err
 	}
 	if err := checkQboot(); err != nil {
-		return -1, err
+		return failed, err
 	}
 	if cfg.Accel == AccelKVM {
 		f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
 		if err != nil {
-			return -1, fmt.Errorf("accel kvm: %w (unset %s or use tcg)", err, EnvAccel)
+			return failed, fmt.Errorf("accel kvm: %w (unset %s or use tcg)", err, EnvAccel)
 		}
 		f.Close()
 	}
 	img, err := EnsureKernel(ctx, cfg)
 	if err != nil {
-		return -1, err
+		return failed, err
 	}
 	cwd, err := os.Getwd()
 	if err != nil {
-		return -1, fmt.Errorf("vm run: %w", err)
+		return failed, fmt.Errorf("vm run: %w", err)
 	}
 	writable, err := writableDirs(cfg.Writable, cwd)
 	if err != nil {
-		return -1, err
+		return failed, err
 	}
 	for _, d := range writable {
 		if st, err := os.Stat(d); err != nil || !st.IsDir() {
-			return -1, fmt.Errorf("writable directory %s: not a directory (create it first)", d)
+			return failed, fmt.Errorf("writable directory %s: not a directory (create it first)", d)
+		}
+	}
+	if cfg.LogDir != "" {
+		if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
+			return failed, fmt.Errorf("vm log directory: %w", err)
 		}
 	}
 
 	share, err := os.MkdirTemp("", "kpbench-vm-")
 	if err != nil {
-		return -1, fmt.Errorf("vm share: %w", err)
+		return failed, fmt.Errorf("vm share: %w", err)
 	}
 	defer os.RemoveAll(share)
 	if strings.ContainsAny(share, " \t\n") {
-		return -1, fmt.Errorf("vm share %q: the path goes on the kernel command line and must have no blanks (set TMPDIR)", share)
+		return failed, fmt.Errorf("vm share %q: the path goes on the kernel command line and must have no blanks (set TMPDIR)", share)
 	}
 	files := map[string]string{
 		"run.sh":     runScript(cwd, guestEnv(os.Environ(), cfg, cfg.Env), argv),
@@ -85,12 +117,12 @@ func Run(ctx context.Context, cfg Config, argv []string) (exitCode int, err erro
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(share, name), []byte(content), 0o644); err != nil {
-			return -1, fmt.Errorf("vm share: %w", err)
+			return failed, fmt.Errorf("vm share: %w", err)
 		}
 	}
 	console, err := os.Create(filepath.Join(share, "console.log"))
 	if err != nil {
-		return -1, fmt.Errorf("vm share: %w", err)
+		return failed, fmt.Errorf("vm share: %w", err)
 	}
 	defer console.Close()
 
@@ -106,11 +138,11 @@ func Run(ctx context.Context, cfg Config, argv []string) (exitCode int, err erro
 	c.WaitDelay = 5 * time.Second
 	tails, err := openTails(share, cfg.Stdout, cfg.Stderr)
 	if err != nil {
-		return -1, err
+		return failed, err
 	}
 	defer tails.close()
 	if err := c.Start(); err != nil {
-		return -1, fmt.Errorf("start %s: %w", qemuBinary, err)
+		return failed, fmt.Errorf("start %s: %w", qemuBinary, err)
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -132,28 +164,149 @@ func Run(ctx context.Context, cfg Config, argv []string) (exitCode int, err erro
 	close(done)
 	wg.Wait()
 	tails.copy()
+	console.Close()
 
-	if runCtx.Err() != nil {
-		if ctx.Err() != nil {
-			return -1, fmt.Errorf("vm run: %w", ctx.Err())
-		}
-		return -1, fmt.Errorf("vm run: guest killed after the timeout of %s; console:\n%s", cfg.Timeout, consoleTail(share))
-	}
+	out := Outcome{ExitCode: -1, BootTime: readUptime(filepath.Join(share, "uptime"))}
 	code, rerr := readExitCode(filepath.Join(share, "exit-code"))
-	if rerr != nil {
-		msg := consoleTail(share)
+	var vmErr error
+	switch {
+	case runCtx.Err() != nil && ctx.Err() != nil:
+		vmErr = fmt.Errorf("vm run: %w", ctx.Err())
+	case runCtx.Err() != nil:
+		vmErr = fmt.Errorf("vm run: guest killed after the timeout of %s", cfg.Timeout)
+	case rerr != nil:
+		vmErr = fmt.Errorf("vm run: the guest stopped without an exit status (%v)", rerr)
 		if waitErr != nil {
-			msg = fmt.Sprintf("%s: %v: %s\n%s", qemuBinary, waitErr, tailLines(qemuErr.String(), 5), msg)
+			vmErr = fmt.Errorf("%w; %s: %v: %s", vmErr, qemuBinary, waitErr, tailLines(qemuErr.String(), 5))
 		}
-		return -1, fmt.Errorf("vm run: the guest stopped without an exit status (%v); console:\n%s", rerr, msg)
+	case code == 255 && strings.Contains(consoleTail(share), "kpbench-vm: FATAL"):
+		vmErr = errors.New("vm run: guest init failed")
 	}
-	if code == 255 && strings.Contains(consoleTail(share), "kpbench-vm: FATAL") {
-		return -1, fmt.Errorf("vm run: guest init failed; console:\n%s", consoleTail(share))
+	if vmErr == nil {
+		out.ExitCode = code
+	}
+	klog, kerr := scanKernelLogFile(filepath.Join(share, "kernel.log"))
+	if kerr == nil {
+		out.KernelLog = klog
+	} else if vmErr == nil {
+		// No kernel log from init (e.g. an old initramfs): the console still shows what the
+		// kernel printed at the console's level.
+		out.KernelLog, _ = scanKernelLogFile(filepath.Join(share, "console.log"))
+	}
+	keepErr := keepLogs(cfg, share, vmErr != nil || len(out.KernelLog.Events) > 0, &out)
+	if len(out.KernelLog.Events) > 0 {
+		reportKernelLog(cfg.Stderr, cfg.Kernel, out)
+	}
+	if vmErr != nil {
+		where := "(not kept: " + fmt.Sprint(keepErr) + ")"
+		if out.ConsoleLog != "" {
+			where = out.ConsoleLog
+		}
+		hint := ""
+		if !cfg.Debug {
+			hint = " (the kernel booted quiet: --debug, or " + EnvAppend + "=loglevel=7, logs every boot message)"
+		}
+		return out, fmt.Errorf("%w; whole console log%s: %s; its tail:\n%s", vmErr, hint, where, consoleTail(share))
+	}
+	if keepErr != nil {
+		return out, fmt.Errorf("vm run: keep logs: %w", keepErr)
 	}
 	if err := tails.err(); err != nil {
-		return code, fmt.Errorf("vm run: copy guest output: %w", err)
+		return out, fmt.Errorf("vm run: copy guest output: %w", err)
 	}
-	return code, nil
+	return out, nil
+}
+
+// keepLogs copies the console and kernel logs out of the share: into cfg.LogDir when set,
+// else (only when keep is true) into new files under os.TempDir(). It records the paths in
+// out.
+func keepLogs(cfg Config, share string, keep bool, out *Outcome) error {
+	logs := []struct {
+		src, name string
+		dst       *string
+	}{
+		{filepath.Join(share, "console.log"), ConsoleLogFile, &out.ConsoleLog},
+		{filepath.Join(share, "kernel.log"), KernelLogFile, &out.KernelLogPath},
+	}
+	var first error
+	for _, l := range logs {
+		if !exists(l.src) {
+			continue
+		}
+		var dst string
+		switch {
+		case cfg.LogDir != "":
+			dst = filepath.Join(cfg.LogDir, l.name)
+		case keep:
+			f, err := os.CreateTemp("", "kpbench-vm-"+cfg.Kernel+"-*-"+l.name)
+			if err != nil {
+				first = cmpErr(first, err)
+				continue
+			}
+			f.Close()
+			dst = f.Name()
+		default:
+			continue
+		}
+		if err := copyFile(l.src, dst, 0o644); err != nil {
+			first = cmpErr(first, err)
+			continue
+		}
+		*l.dst = dst
+	}
+	return first
+}
+
+// cmpErr returns first, or err when first is nil.
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// reportKernelLog tells w about the notable kernel events of a run (at most 10 lines of
+// them) and where the whole log is.
+func reportKernelLog(w io.Writer, kernel string, o Outcome) {
+	scope := "while the command ran"
+	if !o.KernelLog.Marked {
+		scope = "(boot included: no start marker)"
+	}
+	fmt.Fprintf(w, "kpbench vm: kernel %s logged %s %s", kernel, o.KernelLog.Summary(), scope)
+	if o.KernelLogPath != "" {
+		fmt.Fprintf(w, "; log: %s", o.KernelLogPath)
+	}
+	fmt.Fprintln(w)
+	for i, e := range o.KernelLog.Events {
+		if i == 10 {
+			fmt.Fprintf(w, "  ... %d more\n", len(o.KernelLog.Events)-i)
+			break
+		}
+		fmt.Fprintf(w, "  %s\n", strings.TrimSpace(e.Line))
+	}
+}
+
+// scanKernelLogFile runs ScanKernelLog on a file.
+func scanKernelLogFile(path string) (KernelLog, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return KernelLog{}, err
+	}
+	defer f.Close()
+	return ScanKernelLog(f)
+}
+
+// readUptime reads the guest uptime init wrote when the command started ("12.34").
+func readUptime(path string) time.Duration {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	sec, frac, _ := strings.Cut(strings.TrimSpace(string(b)), ".")
+	if _, err := strconv.Atoi(sec); err != nil {
+		return 0
+	}
+	return parseUptime(sec, frac)
 }
 
 // readExitCode parses the exit-code file the guest init writes.

@@ -114,6 +114,19 @@ func TestConfigDefaults(t *testing.T) {
 	got, err = Config{Accel: AccelTCG}.withDefaults(kvmEnv)
 	require.NoError(t, err)
 	assert.Equal(t, AccelTCG, got.Accel, "Accel wins over the environment")
+
+	appendEnv := func(k string) string {
+		if k == EnvAppend {
+			return " nohz=off  clocksource=hpet "
+		}
+		return ""
+	}
+	got, err = Config{}.withDefaults(appendEnv)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"nohz=off", "clocksource=hpet"}, got.Append, "KPBENCH_VM_APPEND when Append is empty")
+	got, err = Config{Append: []string{"a=1"}}.withDefaults(appendEnv)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a=1"}, got.Append, "Append wins over the environment")
 }
 
 func TestConfigValidation(t *testing.T) {
@@ -133,6 +146,9 @@ func TestConfigValidation(t *testing.T) {
 		{"timeout", Config{Timeout: -time.Second}, "positive"},
 		{"accel", Config{Accel: "hvf"}, "want tcg or kvm"},
 		{"env", Config{Env: []string{"NOEQUALS"}}, "KEY=VALUE"},
+		{"kernel word", Config{Append: []string{"nohz=off"}}, ""},
+		{"kernel word with blank", Config{Append: []string{"nohz=off quiet"}}, "one word without blanks"},
+		{"empty kernel word", Config{Append: []string{""}}, "one word without blanks"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -235,7 +251,7 @@ func TestQemuArgs(t *testing.T) {
 		wantLast string
 	}{
 		{"tcg", Config{Accel: AccelTCG, CPUs: 2, MemoryMB: 2048}, false,
-			[]string{"-accel tcg,tb-size=256", "-cpu max", "-smp 2", "-m 2048", "-no-reboot", "-bios " + qbootROM,
+			[]string{"-accel tcg,thread=single,tb-size=256", "-cpu max", "-smp 2", "-m 2048", "-no-reboot", "-bios " + qbootROM,
 				"-kernel /c/vmlinux", "-initrd /c/i.cpio.gz",
 				"-fsdev local,id=rw0,path=/work/a,,b,security_model=none,multidevs=remap",
 				"-device virtio-9p-pci,fsdev=rw0,mount_tag=rw0"},
@@ -243,6 +259,10 @@ func TestQemuArgs(t *testing.T) {
 		{"kvm debug", Config{Accel: AccelKVM, CPUs: 1, MemoryMB: 512}, true,
 			[]string{"-accel kvm", "-cpu host", "-smp 1", "-m 512"},
 			[]string{"tcg", " quiet"}, ""},
+		{"multi-threaded tcg when asked", Config{Accel: AccelTCG, CPUs: 2, MemoryMB: 512, MultiThreadTCG: true}, false,
+			[]string{"-accel tcg,thread=multi,tb-size=256"}, []string{"thread=single"}, ""},
+		{"extra kernel words last", Config{Accel: AccelTCG, CPUs: 1, MemoryMB: 512, Append: []string{"nohz=off", "clocksource=hpet"}}, false,
+			nil, nil, "quiet nohz=off clocksource=hpet"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -258,6 +278,11 @@ func TestQemuArgs(t *testing.T) {
 			require.GreaterOrEqual(t, i, 0)
 			assert.Contains(t, args[i+1], "kpbvm.share=/tmp/kpbench-vm-1")
 			assert.Contains(t, args[i+1], "console=ttyS0")
+			assert.Contains(t, args[i+1], "log_buf_len=", "a ring buffer that holds the run's kernel log")
+			assert.Contains(t, args[i+1], "no_timer_check", "the IO-APIC timer check panics on a busy host")
+			if tt.wantLast != "" {
+				assert.True(t, strings.HasSuffix(args[i+1], tt.wantLast), "append %q", args[i+1])
+			}
 		})
 	}
 }
