@@ -5,9 +5,10 @@
 // module, so the main go.mod stays lean) into BinDir, never committed:
 //
 //	$KPBENCH_UPSTREAM_DIR                                   if set, else
-//	/var/cache/kpbench/upstream/<KubernetesVersion>/bin/    kube-apiserver, kube-proxy, etcd
+//	/var/cache/kpbench/upstream/<KubernetesVersion>/bin/    kube-apiserver, kube-proxy, etcd,
+//	                                                        kube-controller-manager, kube-scheduler, kubectl
 //
-// kube-apiserver and kube-proxy carry -X k8s.io/component-base/version.gitVersion=
+// The Kubernetes binaries carry -X k8s.io/component-base/version.gitVersion=
 // KubernetesVersion (and gitMajor, gitMinor, gitTreeState), so they report a version that
 // kubectl and client-go can parse. etcd is the version k8s.io/kubernetes' own go.mod pins.
 //
