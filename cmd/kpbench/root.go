@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -63,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "kpbench:", err)
 	switch {
-	case errors.As(err, &ue), errors.Is(err, lab.ErrMachineLimit):
+	case errors.As(err, &ue), errors.Is(err, lab.ErrMachineLimit), isRequiredFlagError(err):
 		return exitBadInput
 	case errors.As(err, &fe):
 		return exitFailed
@@ -85,6 +86,12 @@ and measures them with real traffic.`,
 	}
 	root.AddCommand(newLabCmd(), newClusterCmd(), newCheckCmd(), newRunCmd(), newConformCmd(), newReportCmd(), newCompareCmd(), newVMCmd(), newVersionCmd(), newDiffRulesCmd())
 	return root
+}
+
+// isRequiredFlagError reports cobra's error for a required flag left out, which cobra
+// returns before any hook of ours runs (so it cannot be wrapped as a usageError).
+func isRequiredFlagError(err error) bool {
+	return strings.HasPrefix(err.Error(), "required flag(s) ")
 }
 
 // requireRoot is the PreRunE of commands that touch namespaces.
