@@ -64,6 +64,11 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // WithLogPath records the owner's log file (a detached cluster's) in the cluster's record.
 func WithLogPath(p string) Option { return func(o *options) { o.logPath = p } }
 
+// Binaries are the upstream binaries a cluster runs (kubectl is for its users).
+func Binaries() []string {
+	return []string{upstream.Etcd, upstream.KubeAPIServer, upstream.KubeControllerManager, upstream.KubeScheduler, upstream.KubeProxy}
+}
+
 // CheckProxy refuses a proxy mode this kernel cannot run (ipvs without IPVS), wrapping
 // ErrBadConfig. It only asks the kernel's generic netlink for the IPVS family.
 func CheckProxy(mode kubeproxy.Mode) error {
@@ -95,7 +100,7 @@ func Up(ctx context.Context, cfg Config, opts ...Option) (_ *Cluster, err error)
 		return nil, err
 	}
 	bins := map[string]string{}
-	for _, n := range []string{upstream.Etcd, upstream.KubeAPIServer, upstream.KubeControllerManager, upstream.KubeScheduler, upstream.KubeProxy} {
+	for _, n := range Binaries() {
 		p, err := upstream.Binary(n)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", cfg.Name, err)

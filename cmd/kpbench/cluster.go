@@ -104,7 +104,7 @@ func (f clusterUpFlags) config() (labcluster.Config, error) {
 	if err := labcluster.CheckProxy(cfg.Proxy); err != nil {
 		return cfg, usageError{err}
 	}
-	for _, n := range upstream.Names() {
+	for _, n := range labcluster.Binaries() {
 		if _, err := upstream.Binary(n); err != nil {
 			return cfg, err
 		}
