@@ -167,8 +167,11 @@ func (c *Cluster) build(ctx context.Context, bins map[string]string) error {
 	c.mu.Unlock()
 	st.Etcd, st.APIServer, st.Controllers = cp.EtcdStartup.Seconds(), cp.Startup.Seconds(), cp.ControllersStartup.Seconds()
 	if err := c.update(func(r *Record) {
-		for name, pid := range cp.PIDs() {
-			r.Processes = append(r.Processes, ProcessRecord{Component: name, PID: pid, Binary: bins[name]})
+		pids := cp.PIDs()
+		for _, name := range []string{upstream.Etcd, upstream.KubeAPIServer, upstream.KubeControllerManager, upstream.KubeScheduler} {
+			if pid, ok := pids[name]; ok {
+				r.Processes = append(r.Processes, ProcessRecord{Component: name, PID: pid, Binary: bins[name]})
+			}
 		}
 		r.APIServer, r.Version = cp.Server(), cp.Version
 	}); err != nil {

@@ -269,8 +269,10 @@ func assertGone(t *testing.T, rec labcluster.Record) {
 // readiness probe that fails keeps its pod unready, an exec readiness probe is reported
 // as not supported and keeps its pod unready, a failing liveness probe restarts its
 // container, two containers on one port make the second wait with the kernel's error.
+// And a hostNetwork pod (issue 26's probers) serves from its node's namespace.
 func TestLabKubeletIsHonest(t *testing.T) {
-	_, client := upCluster(t, kubeproxy.ModeNFTables)
+	testutil.RequireBinary(t, "curl")
+	c, client := upCluster(t, kubeproxy.ModeNFTables)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	httpProbe := func(path string, port int32) *corev1.Probe {
@@ -291,6 +293,9 @@ func TestLabKubeletIsHonest(t *testing.T) {
 				PeriodSeconds: 1, FailureThreshold: 1}}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "clash"}, Spec: corev1.PodSpec{Containers: []corev1.Container{
 			{Name: "a", Image: agnhost, Ports: port}, {Name: "b", Image: agnhost, Ports: port}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "hostnet"}, Spec: corev1.PodSpec{HostNetwork: true, NodeName: "node-1", Containers: []corev1.Container{
+			{Name: "c", Image: agnhost, Args: []string{"netexec", "--http-port=8085", "--udp-port=-1"},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8085)}}, PeriodSeconds: 1}}}}},
 	}
 	for _, p := range pods {
 		p.Namespace = "default"
@@ -311,6 +316,13 @@ func TestLabKubeletIsHonest(t *testing.T) {
 		return false
 	}
 	require.Eventually(t, func() bool { return isReady(get("ready")) }, 2*time.Minute, 200*time.Millisecond, "the control pod becomes Ready")
+
+	// A hostNetwork pod serves netexec's own port in the node's namespace, as the node.
+	require.Eventually(t, func() bool { return isReady(get("hostnet")) }, time.Minute, 200*time.Millisecond, "the hostNetwork pod becomes Ready")
+	assert.Equal(t, "172.18.0.11", get("hostnet").Status.PodIP)
+	out, err := execOn(ctx, t, c.Lab(), "node-0", "curl", "-sS", "--max-time", "5", "http://172.18.0.11:8085/hostname")
+	require.NoError(t, err)
+	assert.Equal(t, "node-1", out, "a hostNetwork pod's hostname is its node's")
 	require.Eventually(t, func() bool {
 		p := get("dead")
 		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1

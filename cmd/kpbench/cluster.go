@@ -135,12 +135,19 @@ func runClusterUp(ctx context.Context, out io.Writer, cfg labcluster.Config) err
 }
 
 func printClusterHints(out io.Writer, rec labcluster.Record) {
-	kubectl := filepath.Join(upstream.BinDir(), upstream.Kubectl)
+	rules := map[string]string{
+		string(kubeproxy.ModeIPTables): "iptables-save -t nat",
+		string(kubeproxy.ModeNFTables): "nft list table ip kube-proxy",
+		string(kubeproxy.ModeIPVS):     "ipvsadm -Ln",
+	}[rec.Proxy]
 	fmt.Fprintf(out, "kubeconfig: %s (server %s)\n", rec.Kubeconfig, rec.Server)
 	fmt.Fprintf(out, "  export KUBECONFIG=%s\n", rec.Kubeconfig)
-	fmt.Fprintf(out, "  %s get nodes -o wide\n", kubectl)
-	fmt.Fprintf(out, "  kpbench cluster status --name %s             # components, memory, start-up times\n", rec.Name)
-	fmt.Fprintf(out, "  kpbench lab exec %s node-0 -- nft list ruleset  # run a command on a node\n", rec.Name)
+	fmt.Fprintf(out, "  %s get nodes -o wide\n", filepath.Join(upstream.BinDir(), upstream.Kubectl))
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "  kpbench cluster status --name %s\t# components, memory, start-up times\n", rec.Name)
+	fmt.Fprintf(tw, "  kpbench lab exec %s node-0 -- %s\t# kube-proxy's rules on node-0\n", rec.Name, rules)
+	fmt.Fprintf(tw, "  kpbench cluster down --name %s\t# remove it\n", rec.Name)
+	_ = tw.Flush()
 }
 
 // clusterLogEnv passes a detached cluster's log path to its owner, for the record.
@@ -203,7 +210,6 @@ func detachCluster(cmd *cobra.Command, f clusterUpFlags) error {
 			fmt.Fprintf(out, "cluster %s is up in the background in %.1fs: %d nodes, kube-proxy %s, Kubernetes %s (pid %d, log %s)\n",
 				f.name, rec.Startup.Total, rec.Nodes, rec.Proxy, rec.Version, rec.PID, logPath)
 			printClusterHints(out, *rec)
-			fmt.Fprintf(out, "  kpbench cluster down --name %s                # remove it\n", f.name)
 			_ = child.Process.Release()
 			return nil
 		}

@@ -227,7 +227,7 @@ func (w *podWorker) startContainer(ctx context.Context, pod *corev1.Pod, i int) 
 	c := w.containers[i]
 	if len(c.r.ports) > 0 {
 		srv, err := echo.Serve(w.nsPath, echo.Identity{
-			Pod: pod.Name, PodIP: w.run.podIP.String(), Node: w.k.opts.Node.Name, Hostname: podHostname(pod),
+			Pod: pod.Name, PodIP: w.run.podIP.String(), Node: w.k.opts.Node.Name, Hostname: podHostname(pod, w.k.opts.Node.Name),
 		}, c.r.ports)
 		if err != nil {
 			c.backoff = min(max(2*c.backoff, restartBackoffMin), restartBackoffMax)

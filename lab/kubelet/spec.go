@@ -103,8 +103,12 @@ func netexecPorts(c corev1.Container) (httpPort, udpPort int32, ok bool) {
 	return httpPort, udpPort, true
 }
 
-// podHostname is the hostname of the pod's containers: spec.hostname, else the pod's name.
-func podHostname(pod *corev1.Pod) string {
+// podHostname is the hostname of the pod's containers: the node's for a hostNetwork pod
+// (it shares the node's UTS namespace), else spec.hostname, else the pod's name.
+func podHostname(pod *corev1.Pod, node string) string {
+	if pod.Spec.HostNetwork {
+		return node
+	}
 	if pod.Spec.Hostname != "" {
 		return pod.Spec.Hostname
 	}

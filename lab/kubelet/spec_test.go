@@ -82,8 +82,9 @@ func TestUnsupported(t *testing.T) {
 }
 
 func TestPodHostname(t *testing.T) {
-	assert.Equal(t, "web-1", podHostname(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1"}}))
-	assert.Equal(t, "db", podHostname(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1"}, Spec: corev1.PodSpec{Hostname: "db"}}))
+	assert.Equal(t, "web-1", podHostname(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1"}}, "node-0"))
+	assert.Equal(t, "db", podHostname(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1"}, Spec: corev1.PodSpec{Hostname: "db"}}, "node-0"))
+	assert.Equal(t, "node-0", podHostname(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "prober"}, Spec: corev1.PodSpec{HostNetwork: true}}, "node-0"))
 }
 
 func TestPodCapacity(t *testing.T) {
