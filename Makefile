@@ -65,7 +65,8 @@ scale: deps build
 soak: deps build
 	./$(BIN) run scenarios/churn.yaml --backend iptables,iptables-legacy,nftables --out $(OUT)
 
-## upstream: build kube-apiserver, kube-proxy and etcd (versions in internal/upstream) from their Go
+## upstream: build kube-apiserver, kube-proxy, kube-controller-manager, kube-scheduler, kubectl and
+## etcd (versions in internal/upstream) from their Go
 ## modules into /var/cache/kpbench/upstream/<version>/bin (idempotent; make test runs it; tests
 ## that need them skip with "run make upstream" unless KPBENCH_REQUIRE_UPSTREAM=1, as in CI)
 upstream:

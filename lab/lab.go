@@ -75,6 +75,10 @@ type PodSpec struct {
 	Ports []Port
 	// Labels are recorded for status output.
 	Labels map[string]string
+	// NoEcho leaves the pod without the lab's echo server, and not Ready: its creator
+	// serves the pod's ports itself and reports its conditions (the lab kubelet, one echo
+	// server per container). Ports are then only recorded, for `lab status`.
+	NoEcho bool
 }
 
 // Lab is a running lab. Its methods are safe for concurrent use.
@@ -340,7 +344,7 @@ func (l *Lab) AddClientRoute(ctx context.Context, prefix netip.Prefix) error {
 // AddPod creates a pod on a node: its namespace, its veth on the node's bridge (hairpin on),
 // its address and default route, and its echo server, and returns once its link carries
 // traffic (a fresh veth drops packets until the kernel's link watcher marks it up, up to a
-// second later). The pod starts Ready.
+// second later). The pod starts Ready, unless spec.NoEcho.
 func (l *Lab) AddPod(ctx context.Context, spec PodSpec) (*Host, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -382,19 +386,21 @@ func (l *Lab) addPod(spec PodSpec, record bool) (*Host, error) {
 	}
 	h.Node, h.IP, h.Labels = node.Name, ip, spec.Labels
 	h.Ports = spec.Ports
-	if len(h.Ports) == 0 {
+	if len(h.Ports) == 0 && !spec.NoEcho {
 		h.Ports = l.cfg.DefaultPodPorts
 	}
 	if err := l.wirePod(node, h); err != nil {
 		return nil, fmt.Errorf("pod %s: %w", spec.Name, err)
 	}
-	srv, err := echo.Serve(h.NetNSPath, echo.Identity{Pod: h.Name, PodIP: ip.String(), Node: node.Name}, h.Ports)
-	if err != nil {
-		return nil, fmt.Errorf("pod %s: echo server: %w", spec.Name, err)
+	if !spec.NoEcho {
+		srv, err := echo.Serve(h.NetNSPath, echo.Identity{Pod: h.Name, PodIP: ip.String(), Node: node.Name}, h.Ports)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s: echo server: %w", spec.Name, err)
+		}
+		l.mu.Lock()
+		h.echo, h.Ready = srv, true
+		l.mu.Unlock()
 	}
-	l.mu.Lock()
-	h.echo, h.Ready = srv, true
-	l.mu.Unlock()
 	if record {
 		if err := l.saveRecord(""); err != nil {
 			return nil, err

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -283,8 +284,13 @@ func newLabExecCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "exec NAME HOST -- CMD [ARGS...]",
 		Short: "Run a command inside a lab host's network namespace",
+		Long: `Run a command inside the network namespace of a lab host: a node, a client or a pod
+(a cluster's pods are named NAMESPACE/NAME), or "cp", the control plane's namespace of a
+cluster or of a run against upstream kube-proxy.`,
 		Example: `  kpbench lab exec demo node-0 -- iptables-save -t nat
-  kpbench lab exec demo client-0 -- curl -s http://172.18.0.10:30791/`,
+  kpbench lab exec demo client-0 -- curl -s http://172.18.0.10:30791/
+  kpbench lab exec demo node-0 -- nft list table ip kube-proxy
+  kpbench lab exec demo cp -- ss -tlnp`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 2 || len(args) < 3 {
 				return badInput("usage: kpbench lab exec NAME HOST -- CMD [ARGS...]")
@@ -299,6 +305,10 @@ func newLabExecCmd() *cobra.Command {
 			}
 			h, ok := rec.Host(args[1])
 			if !ok || h.Kind == lab.KindFabric {
+				// A cluster's (or bench run's) control plane has a namespace of its own.
+				if cp := fmt.Sprintf("%s-%s-cp", netns.Prefix, args[0]); args[1] == "cp" && namespaceExists(cp) {
+					return execInHost(cmd, netns.Path(cp), args[2:])
+				}
 				return badInput("lab %s has no host %q (see 'kpbench lab status --name %s')", args[0], args[1], args[0])
 			}
 			return execInHost(cmd, netns.Path(h.NetNS), args[2:])
@@ -306,6 +316,12 @@ func newLabExecCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&registry, "registry", lab.DefaultRegistryDir, "directory of lab records")
 	return cmd
+}
+
+// namespaceExists reports whether a named network namespace exists.
+func namespaceExists(name string) bool {
+	names, err := netns.List(name)
+	return err == nil && slices.Contains(names, name)
 }
 
 // exitCodeError carries the exit status of a command run by `lab exec`.

@@ -64,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "kpbench:", err)
 	switch {
-	case errors.As(err, &ue), errors.Is(err, lab.ErrMachineLimit):
+	case errors.As(err, &ue), errors.Is(err, lab.ErrMachineLimit), isRequiredFlagError(err):
 		return exitBadInput
 	case errors.As(err, &fe):
 		return exitFailed
@@ -84,7 +84,7 @@ and measures them with real traffic.`,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 	}
-	root.AddCommand(newLabCmd(), newCheckCmd(), newRunCmd(), newConformCmd(), newReportCmd(), newCompareCmd(), newVMCmd(), newToolsCmd(), newVersionCmd(), newDiffRulesCmd())
+	root.AddCommand(newLabCmd(), newClusterCmd(), newCheckCmd(), newRunCmd(), newConformCmd(), newReportCmd(), newCompareCmd(), newVMCmd(), newToolsCmd(), newVersionCmd(), newDiffRulesCmd())
 	refuseUnknownSubcommands(root)
 	return root
 }
@@ -114,6 +114,12 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 	if !c.Runnable() {
 		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	}
+}
+
+// isRequiredFlagError reports cobra's error for a required flag left out, which cobra
+// returns before any hook of ours runs (so it cannot be wrapped as a usageError).
+func isRequiredFlagError(err error) bool {
+	return strings.HasPrefix(err.Error(), "required flag(s) ")
 }
 
 // requireRoot is the PreRunE of commands that touch namespaces.

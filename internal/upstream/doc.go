@@ -5,14 +5,15 @@
 // module, so the main go.mod stays lean) into BinDir, never committed:
 //
 //	$KPBENCH_UPSTREAM_DIR                                   if set, else
-//	/var/cache/kpbench/upstream/<KubernetesVersion>/bin/    kube-apiserver, kube-proxy, etcd
+//	/var/cache/kpbench/upstream/<KubernetesVersion>/bin/    kube-apiserver, kube-proxy, etcd,
+//	                                                        kube-controller-manager, kube-scheduler, kubectl
 //
 // Other kube-proxy releases (the backends' NAME@vX.Y.Z variants) live beside it, one
 // directory per release: Root()/<version>/bin/kube-proxy, Root() being
 // $KPBENCH_UPSTREAM_ROOT or /var/cache/kpbench/upstream. KubeProxyOf(version) finds one,
 // Versions() lists those built.
 //
-// kube-apiserver and kube-proxy carry -X k8s.io/component-base/version.gitVersion=
+// The Kubernetes binaries carry -X k8s.io/component-base/version.gitVersion=
 // KubernetesVersion (and gitMajor, gitMinor, gitTreeState), so they report a version that
 // kubectl and client-go can parse. etcd is the version k8s.io/kubernetes' own go.mod pins.
 //

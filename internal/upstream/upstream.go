@@ -37,10 +37,17 @@ const (
 	KubeAPIServer = "kube-apiserver"
 	KubeProxy     = "kube-proxy"
 	Etcd          = "etcd"
+	// KubeControllerManager, KubeScheduler and Kubectl complete the control plane of
+	// `kpbench cluster up` (issue 25) and give its users a client.
+	KubeControllerManager = "kube-controller-manager"
+	KubeScheduler         = "kube-scheduler"
+	Kubectl               = "kubectl"
 )
 
 // Names lists every binary `make upstream` builds, in build order.
-func Names() []string { return []string{KubeAPIServer, KubeProxy, Etcd} }
+func Names() []string {
+	return []string{KubeAPIServer, KubeProxy, Etcd, KubeControllerManager, KubeScheduler, Kubectl}
+}
 
 // Root is the directory holding one directory per built version, each with its bin/:
 // $KPBENCH_UPSTREAM_ROOT if set, else DefaultRoot.
@@ -60,8 +67,7 @@ func BinDir() string {
 	return filepath.Join(Root(), KubernetesVersion, "bin")
 }
 
-// Binary returns the path of the upstream binary name (KubeProxy, KubeAPIServer or Etcd)
-// in BinDir, or an error saying to run `make upstream` when it is not there.
+// Binary returns the path of the upstream binary name (one of Names) in BinDir, or an error saying to run `make upstream` when it is not there.
 func Binary(name string) (string, error) {
 	known := false
 	for _, n := range Names() {

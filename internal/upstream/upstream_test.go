@@ -23,6 +23,7 @@ func TestBinary(t *testing.T) {
 		{name: Etcd},
 		{name: KubeProxy, wantErr: "not an executable file: run `make upstream`"},
 		{name: KubeAPIServer, wantErr: "not an executable file"},
+		{name: KubeScheduler, wantErr: "not found: run `make upstream`"},
 		{name: "kubelet", wantErr: "unknown"},
 	}
 	for _, tc := range tests {

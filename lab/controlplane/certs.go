@@ -122,11 +122,21 @@ const (
 	// KubeProxyUser is kube-proxy's identity; Kubernetes' bootstrap RBAC binds it to the
 	// ClusterRole system:node-proxier (read Services, EndpointSlices and Nodes; write events).
 	KubeProxyUser = "system:kube-proxy"
+	// ControllerManagerUser and SchedulerUser are the identities the bootstrap RBAC binds
+	// to the ClusterRoles of the same names.
+	ControllerManagerUser = "system:kube-controller-manager"
+	SchedulerUser         = "system:kube-scheduler"
+	// NodeUserPrefix starts a kubelet's user name (system:node:<node>, group
+	// system:nodes), which the Node authorizer and NodeRestriction admission key on.
+	NodeUserPrefix = "system:node:"
+	// NodesGroup is the group of every kubelet.
+	NodesGroup = "system:nodes"
 )
 
 // pki is everything the control plane needs, written to files under dir.
 type pki struct {
 	ca, apiserver, admin, kubeProxy *keyPair
+	controllerManager, scheduler    *keyPair
 	saKey                           *ecdsa.PrivateKey
 
 	// File paths.
@@ -157,6 +167,12 @@ func newPKI(dir, labName string, serverIP, serviceIP netip.Addr) (*pki, error) {
 		return nil, err
 	}
 	if p.kubeProxy, err = p.ca.issue(certSpec{commonName: KubeProxyUser, orgs: []string{"system:node-proxier"}}); err != nil {
+		return nil, err
+	}
+	if p.controllerManager, err = p.ca.issue(certSpec{commonName: ControllerManagerUser}); err != nil {
+		return nil, err
+	}
+	if p.scheduler, err = p.ca.issue(certSpec{commonName: SchedulerUser}); err != nil {
 		return nil, err
 	}
 	if p.saKey, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {

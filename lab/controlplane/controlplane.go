@@ -3,8 +3,14 @@
 // Package controlplane runs a real Kubernetes control plane for a lab (issue 11): etcd and
 // kube-apiserver, built by `make upstream` (internal/upstream), inside the lab's
 // control-plane namespace kpb-<lab>-cp, attached to the lab fabric. Node namespaces reach
-// the API server at https://<fabric .2>:6443; nothing listens in the host's root namespace.
-// Publish mirrors the lab's object store (lab/cluster) into it with client-go.
+// the API server at https://<fabric .2>:6443. Publish mirrors the lab's object store
+// (lab/cluster) into it with client-go.
+//
+// With Options.Controllers (issue 25, `kpbench cluster up`) it is a whole control plane:
+// kube-controller-manager and kube-scheduler run beside them, and the API server admits
+// service accounts and authorizes kubelets with the Node authorizer and NodeRestriction.
+// ForwardLoopback is then the one thing in the host's root namespace: a relay from a
+// 127.0.0.1 port to the API server, whose upstream sockets are made inside the lab.
 //
 // The contract with backends/kubeproxy is written down in internal/upstream.
 package controlplane
@@ -68,6 +74,14 @@ type Options struct {
 	StopGrace time.Duration
 	// APIServerArgs are extra kube-apiserver flags, appended last.
 	APIServerArgs []string
+	// Controllers makes a whole control plane (see the package documentation):
+	// kube-controller-manager and kube-scheduler too, ServiceAccount admission, the Node
+	// authorizer and NodeRestriction. Without it the API server runs alone, with no
+	// service accounts, as the bench's publisher wants it.
+	Controllers bool
+	// ControllerManagerArgs and SchedulerArgs are extra flags of those components,
+	// appended last.
+	ControllerManagerArgs, SchedulerArgs []string
 }
 
 func (o *Options) defaults(l *lab.Lab) {
@@ -92,9 +106,10 @@ func (o *Options) defaults(l *lab.Lab) {
 	}
 }
 
-// Usage is the resident memory of the control plane's processes, in bytes.
+// Usage is the resident memory of the control plane's processes, in bytes (0 for a
+// component that does not run).
 type Usage struct {
-	APIServer, Etcd uint64
+	APIServer, Etcd, ControllerManager, Scheduler uint64
 }
 
 // ControlPlane is a running etcd and kube-apiserver of one lab.
@@ -108,6 +123,9 @@ type ControlPlane struct {
 	// Startup is the time from Start until /readyz answered ok; EtcdStartup the part
 	// until etcd's /health answered.
 	Startup, EtcdStartup time.Duration
+	// ControllersStartup is the time from Start until kube-controller-manager and
+	// kube-scheduler both answered /healthz (Options.Controllers; else 0).
+	ControllersStartup time.Duration
 	// StartRSS is the processes' resident memory once ready (see RSS for a new sample).
 	StartRSS Usage
 
@@ -117,9 +135,12 @@ type ControlPlane struct {
 	worker *netns.Worker
 	etcd   *component
 	api    *component
+	kcm    *component // kube-controller-manager (Options.Controllers)
+	sched  *component // kube-scheduler (Options.Controllers)
 
 	mu          sync.Mutex
 	kubeconfigs map[string]string
+	kubelets    map[string]*keyPair // client certificates of nodes' kubelets, by node
 	stopped     bool
 }
 
@@ -130,7 +151,11 @@ func Start(ctx context.Context, l *lab.Lab, opts Options) (_ *ControlPlane, err 
 	t0 := time.Now()
 	opts.defaults(l)
 	bins := map[string]string{}
-	for _, n := range []string{upstream.Etcd, upstream.KubeAPIServer} {
+	names := []string{upstream.Etcd, upstream.KubeAPIServer}
+	if opts.Controllers {
+		names = append(names, upstream.KubeControllerManager, upstream.KubeScheduler)
+	}
+	for _, n := range names {
 		p, err := upstream.Binary(n)
 		if err != nil {
 			return nil, fmt.Errorf("control plane of lab %s: %w", l.Name(), err)
@@ -139,7 +164,7 @@ func Start(ctx context.Context, l *lab.Lab, opts Options) (_ *ControlPlane, err 
 	}
 	cp := &ControlPlane{
 		NetNS: fmt.Sprintf("%s-%s-cp", netns.Prefix, l.Name()), IP: opts.IP,
-		lab: l, opts: opts, kubeconfigs: map[string]string{},
+		lab: l, opts: opts, kubeconfigs: map[string]string{}, kubelets: map[string]*keyPair{},
 	}
 	defer func() {
 		if err != nil {
@@ -195,6 +220,12 @@ func Start(ctx context.Context, l *lab.Lab, opts Options) (_ *ControlPlane, err 
 	if err := waitLinkUp(ctx, cp.NetNSPath, hostIf); err != nil {
 		return cp, err
 	}
+	if opts.Controllers {
+		if err := cp.startControllers(ctx, bins); err != nil {
+			return cp, err
+		}
+		cp.ControllersStartup = time.Since(t0)
+	}
 	cp.StartRSS, _ = cp.RSS()
 	return cp, nil
 }
@@ -226,10 +257,15 @@ func (cp *ControlPlane) apiServerArgs() []string {
 		"--service-account-key-file=" + p.saPub, "--service-account-signing-key-file=" + p.saPriv,
 		"--service-cluster-ip-range=" + cp.opts.ServiceCIDR.String(),
 		fmt.Sprintf("--service-node-port-range=%d-%d", cp.opts.NodePortMin, cp.opts.NodePortMax),
-		"--authorization-mode=RBAC",
-		// No controller manager runs: pods would wait for a default service account forever.
-		"--disable-admission-plugins=ServiceAccount",
 		"--profiling=false", "--v=1",
+	}
+	if cp.opts.Controllers {
+		// As kubeadm configures it: kubelets are limited to their own node's objects.
+		args = append(args, "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+			"--allow-privileged=true")
+	} else {
+		// No controller manager runs: pods would wait for a default service account forever.
+		args = append(args, "--authorization-mode=RBAC", "--disable-admission-plugins=ServiceAccount")
 	}
 	return append(args, cp.opts.APIServerArgs...)
 }
@@ -414,26 +450,38 @@ func (cp *ControlPlane) kubeconfig(file string, kp *keyPair, user string) (strin
 	return p, nil
 }
 
-// RSS samples the resident memory of etcd and the API server.
+// RSS samples the resident memory of the control plane's processes.
 func (cp *ControlPlane) RSS() (Usage, error) {
 	var u Usage
 	var errs []error
-	if cp.api != nil {
-		v, err := cp.api.rss()
-		u.APIServer = v
-		errs = append(errs, err)
-	}
-	if cp.etcd != nil {
-		v, err := cp.etcd.rss()
-		u.Etcd = v
-		errs = append(errs, err)
+	for _, c := range []struct {
+		comp *component
+		into *uint64
+	}{{cp.api, &u.APIServer}, {cp.etcd, &u.Etcd}, {cp.kcm, &u.ControllerManager}, {cp.sched, &u.Scheduler}} {
+		if c.comp != nil {
+			v, err := c.comp.rss()
+			*c.into = v
+			errs = append(errs, err)
+		}
 	}
 	return u, errors.Join(errs...)
 }
 
-// Stop stops the API server, then etcd (the other order makes the API server hang ~30 s;
-// kube-proxy processes must be stopped before), and removes the namespace and Dir. Calling
-// it again does nothing.
+// PIDs returns the process ids of the running components, by binary name (for the records
+// that let a sweep find what a crashed owner left).
+func (cp *ControlPlane) PIDs() map[string]int {
+	out := map[string]int{}
+	for _, c := range []*component{cp.etcd, cp.api, cp.kcm, cp.sched} {
+		if c != nil {
+			out[c.name] = c.cmd.Process.Pid
+		}
+	}
+	return out
+}
+
+// Stop stops the scheduler and the controller manager, then the API server, then etcd (the
+// other order makes the API server hang ~30 s; kube-proxy processes must be stopped
+// before), and removes the namespace and Dir. Calling it again does nothing.
 func (cp *ControlPlane) Stop(ctx context.Context) error {
 	cp.mu.Lock()
 	if cp.stopped {
@@ -443,7 +491,7 @@ func (cp *ControlPlane) Stop(ctx context.Context) error {
 	cp.stopped = true
 	cp.mu.Unlock()
 	var errs []error
-	for _, c := range []*component{cp.api, cp.etcd} {
+	for _, c := range []*component{cp.sched, cp.kcm, cp.api, cp.etcd} {
 		if c != nil {
 			errs = append(errs, c.stop(ctx, cp.opts.StopGrace))
 		}

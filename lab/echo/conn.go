@@ -3,9 +3,11 @@ package echo
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -28,19 +30,26 @@ const (
 // errLineTooLong reports a line longer than MaxLineLength.
 var errLineTooLong = errors.New("line longer than 4096 bytes")
 
+// router answers an HTTP request target it knows (netexec's paths); ok is false for the
+// others, which get the answer line.
+type router func(ctx context.Context, target string) (r reply, ok bool)
+
 // tcpSession serves one accepted TCP connection: plain lines and HTTP/1.x requests, in any
 // mix, until EOF, an error or the idle timeout.
 type tcpSession struct {
+	ctx    context.Context // ends when the server closes
 	conn   net.Conn
 	br     *bufio.Reader
 	answer []byte // the answer line with its newline; fixed for the connection
+	route  router // nil: every HTTP request gets the answer line
 	idle   time.Duration
 	out    []byte // reused response buffer
 }
 
-// serveTCP serves conn until it ends. It does not close conn.
-func serveTCP(conn net.Conn, answer []byte, idle time.Duration) {
-	s := &tcpSession{conn: conn, br: bufio.NewReaderSize(conn, MaxLineLength), answer: answer, idle: idle}
+// serveTCP serves conn until it ends. It does not close conn. HTTP requests whose target
+// route knows get route's reply, every other request and line the answer line.
+func serveTCP(ctx context.Context, conn net.Conn, answer []byte, idle time.Duration, route router) {
+	s := &tcpSession{ctx: ctx, conn: conn, br: bufio.NewReaderSize(conn, MaxLineLength), answer: answer, route: route, idle: idle}
 	for {
 		line, err := s.readLine()
 		if errors.Is(err, errLineTooLong) {
@@ -109,7 +118,7 @@ func splitRequestLine(line []byte) (method, target, proto string, ok bool) {
 // serveHTTP reads the rest of one HTTP/1.x request whose request line is line, answers it
 // and reports whether the connection stays open (keep-alive).
 func (s *tcpSession) serveHTTP(line []byte) bool {
-	method, _, proto, _ := splitRequestLine(line)
+	method, target, proto, _ := splitRequestLine(line)
 	keepAlive := proto == "HTTP/1.1"
 	contentLength := int64(0)
 	chunked := false
@@ -173,8 +182,21 @@ func (s *tcpSession) serveHTTP(line []byte) bool {
 			return false
 		}
 	}
-	b := append(s.out[:0], "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "...)
-	b = strconv.AppendInt(b, int64(len(s.answer)), 10)
+	r := reply{status: http.StatusOK, body: s.answer}
+	if s.route != nil {
+		if rr, ok := s.route(s.ctx, target); ok {
+			r = rr
+		}
+	}
+	if r.status == http.StatusNoContent || r.status == http.StatusNotModified {
+		r.body = nil // these answers have no body (RFC 9110 6.4.1)
+	}
+	b := append(s.out[:0], "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(r.status), 10)
+	b = append(b, ' ')
+	b = append(b, http.StatusText(r.status)...)
+	b = append(b, "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: "...)
+	b = strconv.AppendInt(b, int64(len(r.body)), 10)
 	switch {
 	case !keepAlive:
 		b = append(b, "\r\nConnection: close"...)
@@ -183,7 +205,7 @@ func (s *tcpSession) serveHTTP(line []byte) bool {
 	}
 	b = append(b, "\r\n\r\n"...)
 	if method != "HEAD" {
-		b = append(b, s.answer...)
+		b = append(b, r.body...)
 	}
 	s.out = b
 	return s.write(b) == nil && keepAlive

@@ -2,6 +2,7 @@ package echo
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -25,7 +26,7 @@ func startSession(t *testing.T, idle time.Duration) (net.Conn, <-chan struct{}) 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		serveTCP(server, []byte(testAnswer), idle)
+		serveTCP(context.Background(), server, []byte(testAnswer), idle, nil)
 		_ = server.Close()
 	}()
 	t.Cleanup(func() {

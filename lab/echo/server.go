@@ -6,6 +6,10 @@
 //
 //	pod=web-1 ip=10.244.1.5 node=node-1 client=10.0.0.1:40312 port=80 proto=tcp
 //
+// Beside that line protocol it speaks agnhost netexec's HTTP API (/hostname, /clientip,
+// /echo, /dial, /healthz, /readyz; see netexec.go) and its UDP commands, so that probes
+// written for registry.k8s.io/e2e-test-images/agnhost work the same in the lab.
+//
 // One kpbench process hosts thousands of pods, so there is no process per pod: Serve creates
 // the listening sockets on a thread that has entered the pod's namespace (internal/netns.Do), and
 // ordinary goroutines serve them afterwards, since a socket stays in the namespace it was
@@ -18,12 +22,14 @@
 package echo
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"kpbench.dev/kpbench/internal/netns"
@@ -37,6 +43,9 @@ type Identity struct {
 	PodIP string
 	// Node is the name of the node hosting the pod. Required; printable ASCII without spaces.
 	Node string
+	// Hostname is what netexec's /hostname answers (default Pod, as a pod's hostname is its
+	// name unless spec.hostname says otherwise).
+	Hostname string
 }
 
 // Port is one port the echo server listens on.
@@ -75,6 +84,10 @@ type Server struct {
 	ports  []Port
 	idle   time.Duration
 
+	ctx          context.Context // ends at Close: /dial's connections give up
+	cancel       context.CancelFunc
+	shuttingDown atomic.Bool // /readyz fails (see MarkShuttingDown)
+
 	wg sync.WaitGroup
 
 	mu        sync.Mutex
@@ -99,6 +112,9 @@ func Serve(nsPath string, id Identity, ports []Port, opts ...Option) (*Server, e
 		return nil, fmt.Errorf("echo serve %s in %s: %w", id.Pod, nsPath, err)
 	}
 	id.PodIP = ip.String()
+	if id.Hostname == "" {
+		id.Hostname = id.Pod
+	}
 	s := &Server{
 		nsPath: nsPath,
 		id:     id,
@@ -106,6 +122,7 @@ func Serve(nsPath string, id Identity, ports []Port, opts ...Option) (*Server, e
 		idle:   cfg.idle,
 		conns:  make(map[net.Conn]struct{}),
 	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	err = netns.Do(nsPath, func() error {
 		if err := netns.Guard(); err != nil {
 			return err
@@ -130,6 +147,7 @@ func Serve(nsPath string, id Identity, ports []Port, opts ...Option) (*Server, e
 		return nil
 	})
 	if err != nil {
+		s.cancel()
 		s.closeSockets()
 		return nil, fmt.Errorf("echo serve %s in %s: %w", id.Pod, nsPath, err)
 	}
@@ -151,6 +169,11 @@ func validate(id Identity, ports []Port) (netip.Addr, error) {
 	}
 	if err := validValue(id.Node); err != nil {
 		return netip.Addr{}, fmt.Errorf("node name %q: %w", id.Node, err)
+	}
+	if id.Hostname != "" {
+		if err := validValue(id.Hostname); err != nil {
+			return netip.Addr{}, fmt.Errorf("hostname %q: %w", id.Hostname, err)
+		}
 	}
 	ip, err := netip.ParseAddr(id.PodIP)
 	if err != nil {
@@ -197,6 +220,31 @@ func (s *Server) Identity() Identity { return s.id }
 // Ports returns the ports the server listens on.
 func (s *Server) Ports() []Port { return append([]Port(nil), s.ports...) }
 
+// MarkShuttingDown makes netexec's /readyz answer 503 "shutting down", as agnhost netexec
+// does once it got SIGTERM; everything else is served as before, until Close.
+func (s *Server) MarkShuttingDown() { s.shuttingDown.Store(true) }
+
+// netexec returns the netexec handler of one connection (or UDP peer).
+func (s *Server) netexec(client netip.AddrPort, port int32) *netexec {
+	return &netexec{hostname: s.id.Hostname, port: port, client: client, shuttingDown: s.shuttingDown.Load, dial: s.dialInPod}
+}
+
+// dialInPod connects from a thread inside the pod's namespace (netexec's /dial); the socket
+// stays there.
+func (s *Server) dialInPod(ctx context.Context, network, address string) (net.Conn, error) {
+	var c net.Conn
+	err := netns.Do(s.nsPath, func() error {
+		if err := netns.Guard(); err != nil {
+			return err
+		}
+		var d net.Dialer
+		var err error
+		c, err = d.DialContext(ctx, network, address)
+		return err
+	})
+	return c, err
+}
+
 // answerLine renders the answer for one client, with its newline.
 func (s *Server) answerLine(client netip.AddrPort, port int32, proto Protocol) []byte {
 	a := Answer{Pod: s.id.Pod, PodIP: s.id.PodIP, Node: s.id.Node, Client: client, Port: port, Protocol: proto}
@@ -233,7 +281,7 @@ func (s *Server) acceptLoop(l net.Listener, port int32) {
 			defer s.wg.Done()
 			defer s.untrack(c)
 			client := unmap(c.RemoteAddr().(*net.TCPAddr).AddrPort())
-			serveTCP(c, s.answerLine(client, port, TCP), s.idle)
+			serveTCP(s.ctx, c, s.answerLine(client, port, TCP), s.idle, s.netexec(client, port).serve)
 		}()
 	}
 }
@@ -267,7 +315,7 @@ func (s *Server) packetLoop(c net.PacketConn, port int32) {
 	out := make([]byte, 0, 256)
 	a := Answer{Pod: s.id.Pod, PodIP: s.id.PodIP, Node: s.id.Node, Port: port, Protocol: UDP}
 	for {
-		_, from, err := uc.ReadFromUDPAddrPort(buf)
+		n, from, err := uc.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -275,6 +323,10 @@ func (s *Server) packetLoop(c net.PacketConn, port int32) {
 			continue // e.g. ECONNREFUSED from an ICMP error of an earlier answer
 		}
 		a.Client = unmap(from)
+		if cmd, ok := udpCommand(s.id.Hostname, a.Client, port, buf[:n]); ok {
+			_, _ = uc.WriteToUDPAddrPort(cmd, from)
+			continue
+		}
 		out = append(a.appendLine(out[:0]), '\n')
 		_, _ = uc.WriteToUDPAddrPort(out, from)
 	}
@@ -291,6 +343,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.cancel()
 	conns := make([]net.Conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)

@@ -5,6 +5,7 @@ package echo_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -226,4 +227,73 @@ func TestServeRejects(t *testing.T) {
 		require.ErrorContains(t, err, "address already in use")
 		assert.Empty(t, socketsOnPort(t, pair.B.Path, 81))
 	})
+}
+
+// TestServeNetexec: agnhost netexec's API between two namespaces: HTTP paths, /dial from
+// inside the pod (HTTP and UDP, to itself), UDP commands, /readyz after MarkShuttingDown.
+func TestServeNetexec(t *testing.T) {
+	pair, srv, p := setup(t, echo.Port{Number: 8080, Protocol: echo.TCP}, echo.Port{Number: 8081, Protocol: echo.UDP})
+	client := &http.Client{Transport: &http.Transport{DialContext: p.DialContext}, Timeout: 15 * time.Second}
+	t.Cleanup(client.CloseIdleConnections)
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := client.Get(fmt.Sprintf("http://%s%s", netip.AddrPortFrom(pair.B.Addr, 8080), path))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	code, body := get("/hostname")
+	assert.Equal(t, 200, code)
+	assert.Equal(t, "web-1", body)
+	_, body = get("/clientip")
+	ap, err := netip.ParseAddrPort(body)
+	require.NoError(t, err, body)
+	assert.Equal(t, pair.A.Addr, ap.Addr())
+
+	// /dial runs inside B: to its own address, over HTTP and UDP.
+	_, body = get(fmt.Sprintf("/dial?request=hostname&host=%s&port=8080&protocol=http&tries=2", pair.B.Addr))
+	assert.JSONEq(t, `{"responses":["web-1","web-1"]}`, body)
+	_, body = get(fmt.Sprintf("/dial?request=hostname&host=%s&port=8081&protocol=udp&tries=1", pair.B.Addr))
+	assert.JSONEq(t, `{"responses":["web-1"]}`, body)
+	_, body = get(fmt.Sprintf("/dial?request=clientip&host=%s&port=8080", pair.B.Addr))
+	var out map[string][]string
+	require.NoError(t, json.Unmarshal([]byte(body), &out))
+	require.Len(t, out["responses"], 1, body)
+	assert.True(t, strings.HasPrefix(out["responses"][0], pair.B.Addr.String()+":"), "the dial left from inside B: %s", body)
+	_, body = get(fmt.Sprintf("/dial?request=hostname&host=%s&port=9&protocol=http", pair.B.Addr))
+	require.NoError(t, json.Unmarshal([]byte(body), &out))
+	assert.Contains(t, strings.Join(out["errors"], ";"), "connection refused")
+
+	// UDP commands from A.
+	res := p.Request(context.Background(), probe.Target{Addr: netip.AddrPortFrom(pair.B.Addr, 8081), Protocol: echo.UDP}, probe.Options{})
+	require.NoError(t, res.Err, "other datagrams keep the answer line")
+	assert.Equal(t, "web-1", res.Answer.Pod)
+
+	code, body = get("/readyz")
+	assert.Equal(t, 200, code)
+	assert.Equal(t, "ok", body)
+	srv.MarkShuttingDown()
+	code, body = get("/readyz")
+	assert.Equal(t, 503, code)
+	assert.Equal(t, "shutting down", body)
+	_, body = get("/hostname")
+	assert.Equal(t, "web-1", body, "a pod shutting down still serves")
+}
+
+// TestServeHostname: Identity.Hostname is what /hostname answers (a pod's spec.hostname).
+func TestServeHostname(t *testing.T) {
+	testutil.RequireBinary(t, "curl")
+	pair := probetest.NewPair(t)
+	id := testID()
+	id.Hostname = "custom"
+	srv, err := echo.Serve(pair.B.Path, id, []echo.Port{{Number: 80, Protocol: echo.TCP}})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
+	out, err := netns.Exec(context.Background(), pair.A.Path, netns.Command{Path: "curl", Args: []string{"-sS", "--max-time", "5", fmt.Sprintf("http://%s/hostname", pair.B.Addr)}})
+	require.NoError(t, err)
+	assert.Equal(t, "custom", string(out.Stdout))
+	_, err = echo.Serve(pair.B.Path, echo.Identity{Pod: "p", PodIP: "10.0.0.2", Node: "n", Hostname: "a b"}, []echo.Port{{Number: 81, Protocol: echo.TCP}})
+	assert.ErrorContains(t, err, "hostname")
 }

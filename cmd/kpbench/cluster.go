@@ -1,0 +1,395 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"kpbench.dev/kpbench/backends/kubeproxy"
+	"kpbench.dev/kpbench/internal/upstream"
+	"kpbench.dev/kpbench/lab"
+	"kpbench.dev/kpbench/labcluster"
+)
+
+func newClusterCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "A real Kubernetes cluster in a lab: control plane, kube-proxy and lab kubelets, no containers",
+		Long: `kpbench cluster builds a lab whose control-plane namespace runs etcd, kube-apiserver,
+kube-controller-manager and kube-scheduler (v` + strings.TrimPrefix(upstream.KubernetesVersion, "v") + `, built by 'make upstream'), and whose
+every node runs the unmodified kube-proxy and a lab kubelet that realises Pods as network
+namespaces served by kpbench's echo server (which speaks agnhost netexec's HTTP API).
+kubectl reaches it through a loopback port: see docs/cluster.md.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newClusterUpCmd(), newClusterStatusCmd(), newClusterDownCmd(), newClusterListCmd())
+	return cmd
+}
+
+type clusterUpFlags struct {
+	name, proxy  string
+	nodes, clnts int
+	port         int
+	minSync      time.Duration
+	detach       bool
+	dir, labDir  string
+}
+
+func newClusterUpCmd() *cobra.Command {
+	var f clusterUpFlags
+	cmd := &cobra.Command{
+		Use:   "up --name NAME --nodes N --proxy iptables|nftables|ipvs [--detach]",
+		Short: "Build a cluster and keep it running until Ctrl-C (or detach)",
+		Example: `  # two nodes, kube-proxy in nftables mode, in the background
+  kpbench cluster up --name demo --nodes 2 --proxy nftables --detach
+  export KUBECONFIG=/run/kpbench/clusters/demo/kubeconfig
+  kubectl get nodes -o wide
+  kpbench cluster down --name demo`,
+		Args:    exactArgs(0),
+		PreRunE: requireRoot,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.config()
+			if err != nil {
+				return err
+			}
+			if f.detach {
+				return detachCluster(cmd, f)
+			}
+			return runClusterUp(cmd.Context(), cmd.OutOrStdout(), cfg)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.name, "name", "", "cluster (and lab) name: 1-10 characters of a-z, 0-9 (required)")
+	fl.IntVar(&f.nodes, "nodes", 2, fmt.Sprintf("number of nodes (1-%d)", labcluster.MaxNodes))
+	fl.StringVar(&f.proxy, "proxy", "", "kube-proxy mode: iptables, nftables or ipvs (ipvs only where the kernel has IPVS) (required)")
+	fl.IntVar(&f.clnts, "clients", 1, fmt.Sprintf("external client hosts on the fabric (0-%d)", lab.MaxClients))
+	fl.IntVar(&f.port, "port", 0, "loopback port of the API server forward on 127.0.0.1 (0: a free one)")
+	fl.DurationVar(&f.minSync, "kube-proxy-min-sync-period", time.Second, "kube-proxy's minSyncPeriod (its default is 1s)")
+	fl.BoolVar(&f.detach, "detach", false, "run the cluster in the background and return once it is ready")
+	fl.StringVar(&f.dir, "dir", labcluster.DefaultDir, "directory of cluster records and kubeconfigs")
+	fl.StringVar(&f.labDir, "registry", lab.DefaultRegistryDir, "directory of lab records")
+	_ = cmd.MarkFlagRequired("name")
+	_ = cmd.MarkFlagRequired("proxy")
+	return cmd
+}
+
+func (f clusterUpFlags) config() (labcluster.Config, error) {
+	if f.nodes < 1 || f.nodes > labcluster.MaxNodes { // 0 would mean "default"
+		return labcluster.Config{}, badInput("--nodes %d: allowed values are 1-%d", f.nodes, labcluster.MaxNodes)
+	}
+	if f.minSync <= 0 {
+		return labcluster.Config{}, badInput("--kube-proxy-min-sync-period %s: must be positive", f.minSync)
+	}
+	cfg := labcluster.Config{
+		Name: f.name, Nodes: f.nodes, Clients: f.clnts, Proxy: kubeproxy.Mode(f.proxy), Port: f.port,
+		MinSyncPeriod: f.minSync, Dir: f.dir, LabRegistryDir: f.labDir,
+	}
+	cfg.Default()
+	if err := cfg.Validate(); err != nil {
+		return cfg, usageError{err}
+	}
+	// Checked again by Up; checking here refuses a --detach cluster before it forks.
+	if err := labcluster.CheckProxy(cfg.Proxy); err != nil {
+		return cfg, usageError{err}
+	}
+	for _, n := range labcluster.Binaries() {
+		if _, err := upstream.Binary(n); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+func runClusterUp(ctx context.Context, out io.Writer, cfg labcluster.Config) error {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	start := time.Now()
+	c, err := labcluster.Up(ctx, cfg, labcluster.WithLogger(logger), labcluster.WithLogPath(os.Getenv(clusterLogEnv)))
+	if err != nil {
+		if errors.Is(err, labcluster.ErrBadConfig) {
+			return usageError{err}
+		}
+		return err
+	}
+	for _, w := range c.Lab().Warnings() {
+		fmt.Fprintln(out, "warning:", w)
+	}
+	rec := c.Record()
+	fmt.Fprintf(out, "cluster %s is up in %.1fs: %d nodes, kube-proxy %s, Kubernetes %s (pid %d)\n", cfg.Name, time.Since(start).Seconds(), cfg.Nodes, cfg.Proxy, rec.Version, os.Getpid())
+	printClusterHints(out, rec)
+	fmt.Fprintln(out, "Ctrl-C tears it down.")
+	<-ctx.Done()
+	fmt.Fprintf(out, "tearing down cluster %s\n", cfg.Name)
+	return c.Down(context.WithoutCancel(ctx))
+}
+
+func printClusterHints(out io.Writer, rec labcluster.Record) {
+	rules := map[string]string{
+		string(kubeproxy.ModeIPTables): "iptables-save -t nat",
+		string(kubeproxy.ModeNFTables): "nft list table ip kube-proxy",
+		string(kubeproxy.ModeIPVS):     "ipvsadm -Ln",
+	}[rec.Proxy]
+	fmt.Fprintf(out, "kubeconfig: %s (server %s)\n", rec.Kubeconfig, rec.Server)
+	fmt.Fprintf(out, "  export KUBECONFIG=%s\n", rec.Kubeconfig)
+	fmt.Fprintf(out, "  %s get nodes -o wide\n", filepath.Join(upstream.BinDir(), upstream.Kubectl))
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "  kpbench cluster status --name %s\t# components, memory, start-up times\n", rec.Name)
+	fmt.Fprintf(tw, "  kpbench lab exec %s node-0 -- %s\t# kube-proxy's rules on node-0\n", rec.Name, rules)
+	fmt.Fprintf(tw, "  kpbench cluster down --name %s\t# remove it\n", rec.Name)
+	_ = tw.Flush()
+}
+
+// clusterLogEnv passes a detached cluster's log path to its owner, for the record.
+const clusterLogEnv = "KPBENCH_CLUSTER_LOG"
+
+// detachCluster starts `kpbench cluster up` again in its own session, logging into the
+// cluster's directory, and returns when the cluster's record says it is ready (or the
+// child failed).
+func detachCluster(cmd *cobra.Command, f clusterUpFlags) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(f.dir, 0o755); err != nil {
+		return err
+	}
+	// Beside the cluster's directory, so that a failed start leaves its log to read.
+	logPath := filepath.Join(f.dir, f.name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	args := []string{"cluster", "up", "--name", f.name, "--nodes", fmt.Sprint(f.nodes), "--proxy", f.proxy,
+		"--clients", fmt.Sprint(f.clnts), "--port", fmt.Sprint(f.port), "--kube-proxy-min-sync-period", f.minSync.String(),
+		"--dir", f.dir, "--registry", f.labDir}
+	child := exec.Command(self, args...)
+	child.Stdout, child.Stderr = logFile, logFile
+	child.Env = append(os.Environ(), clusterLogEnv+"="+logPath)
+	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := child.Start(); err != nil {
+		return fmt.Errorf("start detached cluster: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+	reg := labcluster.Registry{Dir: f.dir}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(15 * time.Minute)
+	for {
+		select {
+		case err := <-exited:
+			tail, _ := os.ReadFile(logPath)
+			if ee := (*exec.ExitError)(nil); errors.As(err, &ee) && ee.ExitCode() == exitBadInput {
+				return usageError{fmt.Errorf("detached cluster refused its configuration:\n%s", tail)}
+			}
+			return fmt.Errorf("detached cluster exited before it was ready (%v):\n%s", err, tail)
+		case <-timeout:
+			_ = child.Process.Signal(syscall.SIGTERM)
+			return errors.New("detached cluster not ready after 15 minutes; sent it SIGTERM")
+		case <-cmd.Context().Done():
+			_ = child.Process.Signal(syscall.SIGTERM)
+			return cmd.Context().Err()
+		case <-tick.C:
+			rec, err := reg.Read(f.name)
+			if err != nil || rec.PID != child.Process.Pid || rec.State != labcluster.StateReady {
+				continue
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "cluster %s is up in the background in %.1fs: %d nodes, kube-proxy %s, Kubernetes %s (pid %d, log %s)\n",
+				f.name, rec.Startup.Total, rec.Nodes, rec.Proxy, rec.Version, rec.PID, logPath)
+			printClusterHints(out, *rec)
+			_ = child.Process.Release()
+			return nil
+		}
+	}
+}
+
+// clusterStatus is the JSON form of `cluster status` (a contract: add fields, never rename).
+type clusterStatus struct {
+	labcluster.Record
+	OwnerAlive bool `json:"ownerAlive"`
+	// Memory is sampled now; MemoryAtReady (in the record) when the cluster became ready.
+	Memory []labcluster.Memory `json:"memory"`
+	// Pods is the number of pods the lab kubelets run now.
+	Pods int `json:"pods"`
+	// Hosts are the lab's nodes, clients and pods, as `lab status` shows them.
+	Hosts []lab.HostRecord `json:"hosts"`
+}
+
+func newClusterStatusCmd() *cobra.Command {
+	var name, output, dir, labDir string
+	cmd := &cobra.Command{
+		Use:     "status --name NAME [-o json]",
+		Short:   "Show a cluster's components, memory, start-up times and hosts",
+		Example: "  kpbench cluster status --name demo -o json | jq '.startup, .memory'",
+		Args:    exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return badInput("-o %q: allowed values are table, json", output)
+			}
+			rec, err := labcluster.Registry{Dir: dir}.Read(name)
+			if err != nil {
+				if errors.Is(err, labcluster.ErrNoCluster) {
+					return usageError{err}
+				}
+				return err
+			}
+			st := clusterStatus{Record: *rec, OwnerAlive: lab.ProcessAlive(rec.PID), Hosts: []lab.HostRecord{}}
+			if st.OwnerAlive {
+				st.Memory = labcluster.SampleMemory(*rec)
+			} else {
+				st.State = "stale (owner gone; run 'kpbench cluster down --all')"
+			}
+			if lrec, err := (lab.Registry{Dir: labDir}).Read(name); err == nil {
+				st.Hosts = lrec.Hosts
+				for _, h := range lrec.Hosts {
+					if h.Kind == lab.KindPod {
+						st.Pods++
+					}
+				}
+			}
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			return printClusterStatus(cmd.OutOrStdout(), st)
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "cluster name (required)")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	cmd.Flags().StringVar(&dir, "dir", labcluster.DefaultDir, "directory of cluster records")
+	cmd.Flags().StringVar(&labDir, "registry", lab.DefaultRegistryDir, "directory of lab records")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+func printClusterStatus(out io.Writer, st clusterStatus) error {
+	fmt.Fprintf(out, "cluster %s: %s, pid %d, %d nodes, kube-proxy %s, %s, %d pods\n", st.Name, st.State, st.PID, st.Nodes, st.Proxy, st.Version, st.Pods)
+	fmt.Fprintf(out, "kubeconfig %s (server %s; in the lab %s)\n", st.Kubeconfig, st.Server, st.APIServer)
+	if s := st.Startup; s != nil {
+		fmt.Fprintf(out, "up in %.1fs: lab %.1fs, etcd %.1fs, API server %.1fs, controllers %.1fs (from the control plane's start), kubelets %.1fs, kube-proxies %.1fs, ready %.1fs\n",
+			s.Total, s.Lab, s.Etcd, s.APIServer, s.Controllers, s.Kubelets, s.KubeProxies, s.Ready)
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "COMPONENT\tNODE\tPID\tRSS NOW\tRSS AT READY")
+	atReady := map[int]uint64{}
+	for _, m := range st.MemoryAtReady {
+		atReady[m.PID] = m.RSS
+	}
+	rows := st.Memory
+	if rows == nil {
+		rows = st.MemoryAtReady
+	}
+	for _, m := range rows {
+		now := mib(m.RSS)
+		if m.Error != "" {
+			now = m.Error
+		}
+		if st.Memory == nil {
+			now = "-"
+		}
+		component := m.Component
+		if component == "kpbench" {
+			component = "kpbench (lab kubelets, echo servers, forward)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", component, m.Node, m.PID, now, mib(atReady[m.PID]))
+	}
+	return tw.Flush()
+}
+
+func mib(b uint64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20))
+}
+
+func newClusterDownCmd() *cobra.Command {
+	var name, dir, labDir string
+	var all, force bool
+	var grace time.Duration
+	cmd := &cobra.Command{
+		Use:   "down (--name NAME | --all [--force])",
+		Short: "Remove a cluster, or every cluster whose owner died",
+		Example: `  kpbench cluster down --name demo
+  kpbench cluster down --all           # clusters whose owner process is gone
+  kpbench cluster down --all --force   # every cluster, live ones included`,
+		Args:    exactArgs(0),
+		PreRunE: requireRoot,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (name == "") == !all {
+				return badInput("give exactly one of --name NAME or --all")
+			}
+			reg, labReg := labcluster.Registry{Dir: dir}, lab.Registry{Dir: labDir}
+			out := cmd.OutOrStdout()
+			if name != "" {
+				if err := labcluster.DownByName(reg, labReg, name, grace); err != nil {
+					if errors.Is(err, labcluster.ErrNoCluster) {
+						return usageError{err}
+					}
+					return err
+				}
+				fmt.Fprintf(out, "cluster %s removed\n", name)
+				return nil
+			}
+			res, err := labcluster.DownAll(reg, labReg, force, grace)
+			fmt.Fprintf(out, "removed %d clusters %v\n", len(res.Removed), res.Removed)
+			if len(res.Refused) > 0 {
+				fmt.Fprintf(out, "left %d live clusters alone (owner running): %s; use --force to stop them\n", len(res.Refused), strings.Join(res.Refused, ", "))
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "the cluster to remove (its owner process is stopped first)")
+	cmd.Flags().BoolVar(&all, "all", false, "remove every cluster whose owner is gone")
+	cmd.Flags().BoolVar(&force, "force", false, "with --all: also stop and remove clusters whose owner is running")
+	cmd.Flags().DurationVar(&grace, "grace", labcluster.DefaultGrace, "how long a live owner has to tear its cluster down after SIGTERM")
+	cmd.Flags().StringVar(&dir, "dir", labcluster.DefaultDir, "directory of cluster records")
+	cmd.Flags().StringVar(&labDir, "registry", lab.DefaultRegistryDir, "directory of lab records")
+	return cmd
+}
+
+func newClusterListCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List clusters",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			reg := labcluster.Registry{Dir: dir}
+			names, err := reg.List()
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSTATE\tPID\tNODES\tPROXY\tSERVER\tCREATED")
+			for _, n := range names {
+				rec, err := reg.Read(n)
+				if err != nil {
+					continue
+				}
+				state := rec.State
+				if !lab.ProcessAlive(rec.PID) {
+					state = "stale"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", n, state, rec.PID, rec.Nodes, rec.Proxy, rec.Server, rec.Created.Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", labcluster.DefaultDir, "directory of cluster records")
+	return cmd
+}

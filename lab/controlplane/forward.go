@@ -1,0 +1,167 @@
+//go:build linux
+
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"time"
+
+	"kpbench.dev/kpbench/internal/netns"
+)
+
+// Forward relays TCP connections from a port on 127.0.0.1 of the host's namespace to the
+// API server inside the lab: each accepted connection gets an upstream connection made
+// from inside the control-plane namespace, and bytes are copied both ways until either side
+// closes. TLS passes through untouched (the API server's certificate names 127.0.0.1). It
+// is the only listener kpbench opens in the host's namespace, and it adds no route there.
+type Forward struct {
+	cp       *ControlPlane
+	ln       net.Listener
+	upstream string
+	wg       sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+// ForwardLoopback listens on 127.0.0.1:port (0: a free port the kernel picks) in the
+// namespace kpbench started in, and relays to the API server until Close.
+//
+// Equivalent to: `socat TCP-LISTEN:$port,bind=127.0.0.1,fork EXEC:'ip netns exec $cp socat - TCP:$apiserver'`.
+func (cp *ControlPlane) ForwardLoopback(port int) (*Forward, error) {
+	if port < 0 || port > 65535 {
+		return nil, fmt.Errorf("forward to the API server: port %d is not in 0-65535", port)
+	}
+	f := &Forward{cp: cp, upstream: netip.AddrPortFrom(cp.IP, Port).String(), conns: map[net.Conn]struct{}{}}
+	// The listener must be made in the host's namespace and nowhere else: on a thread of
+	// its own that checks where it is (an unlocked thread never stays in a lab namespace,
+	// see internal/netns; this makes sure).
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if !netns.InRootNamespace() {
+			errc <- errors.New("forward to the API server: this thread is not in the host's namespace")
+			return
+		}
+		var err error
+		f.ln, err = net.Listen("tcp4", netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)).String())
+		errc <- err
+	}()
+	if err := <-errc; err != nil {
+		return nil, fmt.Errorf("forward to the API server: listen on 127.0.0.1:%d: %w", port, err)
+	}
+	f.wg.Add(1)
+	go f.acceptLoop()
+	return f, nil
+}
+
+// Addr returns the loopback address the forward listens on.
+func (f *Forward) Addr() netip.AddrPort { return f.ln.Addr().(*net.TCPAddr).AddrPort() }
+
+// Server returns the URL clients use: https://127.0.0.1:PORT.
+func (f *Forward) Server() string { return "https://" + f.Addr().String() }
+
+func (f *Forward) acceptLoop() {
+	defer f.wg.Done()
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(backoff) // out of file descriptors: wait a little, as net/http does
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		if !f.track(c) {
+			_ = c.Close()
+			return
+		}
+		f.wg.Add(1)
+		go f.relay(c)
+	}
+}
+
+// track registers a connection, for Close to close, unless the forward is closed.
+func (f *Forward) track(c net.Conn) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
+	}
+	f.conns[c] = struct{}{}
+	return true
+}
+
+func (f *Forward) untrack(c net.Conn) {
+	f.mu.Lock()
+	delete(f.conns, c)
+	f.mu.Unlock()
+	_ = c.Close()
+}
+
+// relay copies between a client and a new upstream connection to the API server.
+func (f *Forward) relay(client net.Conn) {
+	defer f.wg.Done()
+	defer f.untrack(client)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	up, err := f.cp.dial(ctx, "tcp", f.upstream)
+	cancel()
+	if err != nil {
+		return // the client sees the connection close: the API server is unreachable
+	}
+	if !f.track(up) {
+		_ = up.Close()
+		return
+	}
+	defer f.untrack(up)
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		if tc, ok := dst.(*net.TCPConn); ok {
+			_ = tc.CloseWrite() // pass the half-close on
+		}
+		done <- struct{}{}
+	}
+	go pipe(up, client)
+	go pipe(client, up)
+	<-done
+	<-done
+}
+
+// Close stops listening, closes every relayed connection and waits for the relays.
+// It is idempotent.
+func (f *Forward) Close() error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		f.wg.Wait()
+		return nil
+	}
+	f.closed = true
+	conns := make([]net.Conn, 0, len(f.conns))
+	for c := range f.conns {
+		conns = append(conns, c)
+	}
+	f.mu.Unlock()
+	err := f.ln.Close()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	f.wg.Wait()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("close the forward on %s: %w", f.ln.Addr(), err)
+	}
+	return nil
+}

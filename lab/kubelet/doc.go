@@ -1,0 +1,52 @@
+// Package kubelet is the lab kubelet of `kpbench cluster up` (issue 25): a kubelet written
+// for the lab, in Go with client-go, that turns the Pods the real scheduler binds to a lab
+// node into lab pods: network namespaces on the node's bridge with an address from the
+// node's pod block, every container realised by kpbench's echo server (lab/echo, which
+// also speaks agnhost netexec's HTTP API) listening on the container's declared ports.
+// One Kubelet runs per node, all in the one process that owns the cluster: no process per
+// pod or per node.
+//
+// # What it does
+//
+//   - Registers its Node (as the identity system:node:<node>, which the Node authorizer and
+//     NodeRestriction admission limit to this node's objects): InternalIP on the lab fabric,
+//     spec.podCIDR the node's lab pod block, the labels a kubelet sets, capacity (the
+//     machine's CPUs and memory, pods = the addresses of the pod block), Ready, and
+//     heartbeats: a Lease in kube-node-lease renewed every 10 s, and the Node's status.
+//   - Watches the Pods bound to its node and runs each in a pod worker (a goroutine):
+//     creates the pod's namespace (hostNetwork pods use the node's), starts one echo server
+//     per container on its declared TCP and UDP ports, runs the containers' startup,
+//     readiness and liveness probes of kinds httpGet and tcpSocket from the node's
+//     namespace, with their delays, periods, timeouts and thresholds, restarts a container
+//     whose liveness probe fails, and reports it all in the Pod's status: phase,
+//     conditions (PodReadyToStartContainers, Initialized, ContainersReady, Ready with the
+//     readiness gates), podIP(s), hostIP(s), startTime, container statuses (state, ready,
+//     started, restart count, last termination).
+//   - Deleting a Pod: its containers get "SIGTERM" (the echo servers' /readyz starts
+//     answering 503 "shutting down", as agnhost netexec's does) and keep serving for the
+//     Pod's grace period, as a process that ignores SIGTERM does (PID 1 without a handler),
+//     while probes go on; the endpoints go through ready=false, terminating=true and
+//     serving=<Ready> as in a real cluster. At the end of the grace period the containers
+//     are killed (exit code 137), the Pod turns Failed, its namespace is removed, and the
+//     kubelet deletes the Pod object. A Pod deleted with grace 0 (force) is torn down at once.
+//
+// # What it does not do
+//
+// Every such field is made visible, never silently "Running": a Warning Event with reason
+// LabKubeletUnsupported on the Pod, and the Pod's status.message, list what was ignored.
+//
+//   - Images: no image is pulled or run; every container is an echo server, whatever its
+//     image, command and args (imageID "kpbench-echo://", containerID
+//     "kpbench://<pod uid>/<container>/<restart>").
+//   - Volumes (including the projected service-account token every Pod gets), env,
+//     secrets and config maps: nothing is mounted or set.
+//   - Resources: requests and limits are left to the scheduler, never enforced.
+//   - Init containers (other than restartable sidecars, which run as containers) are not
+//     run: they are reported terminated with reason NotRunByLabKubelet.
+//   - exec and grpc probes and lifecycle hooks: not run. An exec or grpc startup or
+//     readiness probe keeps its container unstarted or unready (its result cannot be
+//     known); an exec or grpc liveness probe is ignored. An Event says so.
+//   - SCTP ports, hostPort, exec, attach, logs, port-forward (the node serves no kubelet
+//     API: kubectl logs and exec fail), metrics, eviction, static pods, node-pressure
+//     conditions (always False), ephemeral containers.
+package kubelet
