@@ -77,7 +77,30 @@ func (d *decoder) errorf(n *yaml.Node, path *field.Path, format string, args ...
 var (
 	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 	yamlNodePtrType     = reflect.TypeFor[*yaml.Node]()
+	restType            = reflect.TypeFor[Rest]()
 )
+
+// Rest holds the entries of a mapping that matched no field of the struct holding the
+// Rest, in document order.
+type Rest []Entry
+
+// Entry is one mapping entry kept in a Rest.
+type Entry struct {
+	// Key and Value are the entry's nodes (Key is a scalar).
+	Key, Value *yaml.Node
+	// Path is the entry's field path, relative to the document being decoded.
+	Path *field.Path
+}
+
+// restField returns the index of t's Rest field, or nil.
+func restField(t reflect.Type) []int {
+	for i := range t.NumField() {
+		if f := t.Field(i); f.Type == restType && f.IsExported() {
+			return []int{i}
+		}
+	}
+	return nil
+}
 
 // value decodes n into v (settable).
 func (d *decoder) value(n *yaml.Node, path *field.Path, v reflect.Value) {
@@ -220,6 +243,7 @@ func (d *decoder) structValue(n *yaml.Node, path *field.Path, v reflect.Value) {
 		return
 	}
 	fields := structFields(v.Type())
+	rest := restField(v.Type())
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
@@ -234,6 +258,11 @@ func (d *decoder) structValue(n *yaml.Node, path *field.Path, v reflect.Value) {
 		seen[k.Value] = k.Line
 		fi, ok := fields[k.Value]
 		if !ok {
+			if rest != nil {
+				f := v.FieldByIndex(rest)
+				f.Set(reflect.Append(f, reflect.ValueOf(Entry{Key: k, Value: val, Path: p})))
+				continue
+			}
 			if d.unknown != nil {
 				d.unknown(p, k, val)
 				continue
@@ -258,12 +287,15 @@ func (d *decoder) key(k *yaml.Node, path *field.Path) bool {
 	return true
 }
 
-// suggest returns ` (did you mean "x"?)` when a field differs from name only by case.
+// suggest returns ` (did you mean "x"?)` naming the field closest to name, when one is
+// close enough to be a likely typo.
 func suggest(name string, fields map[string]fieldInfo) string {
+	names := make([]string, 0, len(fields))
 	for f := range fields {
-		if strings.EqualFold(f, name) {
-			return fmt.Sprintf(" (did you mean %q?)", f)
-		}
+		names = append(names, f)
+	}
+	if c := Closest(name, names); c != "" {
+		return fmt.Sprintf(" (did you mean %q?)", c)
 	}
 	return ""
 }
