@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -15,17 +16,27 @@ import (
 // defaults, the referenced manifest and proxy configuration files (relative to the
 // scenario file's directory) and validation. Errors are yamlpos.Errors, one line each:
 // `FILE:LINE: FIELD: message`, where FILE may be a referenced file.
-func Load(path string) (*Scenario, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read scenario: %w", err)
-	}
-	return ParseScenario(path, data, filepath.Dir(path))
-}
+//
+// Load reads the steps with DefaultRegistry; Registry.Load with another.
+func Load(path string) (*Scenario, error) { return DefaultRegistry().Load(path) }
 
 // ParseScenario is Load for data already in memory: file names it in errors and baseDir
 // is where relative references are resolved.
 func ParseScenario(file string, data []byte, baseDir string) (*Scenario, error) {
+	return DefaultRegistry().Parse(file, data, baseDir)
+}
+
+// Load is the package's Load with this registry's step kinds and measurements.
+func (r *Registry) Load(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read scenario: %w", err)
+	}
+	return r.Parse(path, data, filepath.Dir(path))
+}
+
+// Parse is ParseScenario with this registry's step kinds and measurements.
+func (r *Registry) Parse(file string, data []byte, baseDir string) (*Scenario, error) {
 	docs, err := yamlpos.Split(file, data)
 	if err != nil {
 		return nil, err
@@ -37,9 +48,12 @@ func ParseScenario(file string, data []byte, baseDir string) (*Scenario, error) 
 		return nil, &yamlpos.Error{File: file, Line: docs[1].Line(), Msg: "a scenario file holds one document; put Kubernetes objects in manifest files"}
 	}
 	doc := docs[0]
-	s := &Scenario{File: file, BaseDir: baseDir, doc: doc}
+	s := &Scenario{File: file, BaseDir: baseDir, doc: doc, registry: r}
 	if err := yamlpos.Decode(doc, s); err != nil {
 		return nil, err
+	}
+	if errs := s.decodeSteps(); len(errs) > 0 {
+		return nil, errs
 	}
 	s.Default()
 
@@ -57,12 +71,8 @@ func ParseScenario(file string, data []byte, baseDir string) (*Scenario, error) 
 	}
 	resolve(s.Manifests, field.NewPath("manifests"))
 	for i := range s.Steps {
-		p := field.NewPath("steps").Index(i)
-		if a := s.Steps[i].Apply; a != nil {
-			resolve(a.Manifests, p.Child("apply", "manifests"))
-		}
-		if d := s.Steps[i].Delete; d != nil {
-			resolve(d.Manifests, p.Child("delete", "manifests"))
+		if m, ok := s.Steps[i].Action.(manifestReferrer); ok {
+			resolve(m.ManifestRefs(), field.NewPath("steps").Index(i).Child(s.Steps[i].Kind, "manifests"))
 		}
 	}
 	if s.Proxy != nil && s.Proxy.ProxyConfigFile != "" {
@@ -88,6 +98,67 @@ func ParseScenario(file string, data []byte, baseDir string) (*Scenario, error) 
 		return nil, errs
 	}
 	return s, nil
+}
+
+// manifestReferrer is an action that names manifests (apply, delete): Load reads and
+// checks them before validation.
+type manifestReferrer interface {
+	// ManifestRefs returns the action's manifest references; Load sets their Objects in
+	// place.
+	ManifestRefs() []ManifestRef
+}
+
+// decodeSteps decodes every step's action through the registry: exactly one registered
+// kind's key per step, its value decoded strictly by that kind.
+func (s *Scenario) decodeSteps() yamlpos.Errors {
+	var errs yamlpos.Errors
+	kinds := s.registry.StepNames()
+	at := func(line int, p *field.Path, format string, args ...any) {
+		errs = append(errs, &yamlpos.Error{File: s.doc.File, Line: line, Field: p.String(), Msg: fmt.Sprintf(format, args...)})
+	}
+	for i := range s.Steps {
+		st := &s.Steps[i]
+		p := field.NewPath("steps").Index(i)
+		var found []yamlpos.Entry
+		for _, e := range st.Rest {
+			if _, ok := s.registry.Step(e.Key.Value); ok {
+				found = append(found, e)
+				continue
+			}
+			hint := ""
+			if c := yamlpos.Closest(e.Key.Value, append(kinds, "name", "continueOnFailure", "knownFailure")); c != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", c)
+			}
+			at(e.Key.Line, e.Path, "unknown field%s: a step is one of %s", hint, strings.Join(kinds, ", "))
+		}
+		line := s.doc.FieldLine(p.String())
+		switch {
+		case len(found) == 0 && len(st.Rest) == 0:
+			at(line, p, "Required value: one action: %s", strings.Join(kinds, ", "))
+			continue
+		case len(found) == 0:
+			continue
+		case len(found) > 1:
+			var names []string
+			for _, e := range found {
+				names = append(names, e.Key.Value)
+			}
+			at(line, p, "Forbidden: a step has exactly one action, found %s", strings.Join(names, ", "))
+			continue
+		}
+		e := found[0]
+		kind, _ := s.registry.Step(e.Key.Value)
+		a, err := kind.Decode(Input{Doc: &yamlpos.Doc{File: s.doc.File, Node: e.Value, Base: e.Path}, Registry: s.registry})
+		if err != nil {
+			errs = append(errs, yamlpos.AsErrors(err)...)
+			if yamlpos.AsErrors(err) == nil {
+				at(e.Key.Line, e.Path, "%v", err)
+			}
+			continue
+		}
+		st.Kind, st.Action = kind.Name(), a
+	}
+	return errs
 }
 
 // resolvePath returns p relative to the scenario's BaseDir (absolute paths unchanged).
