@@ -83,7 +83,7 @@ and measures them with real traffic.`,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 	}
-	root.AddCommand(newLabCmd(), newCheckCmd(), newRunCmd(), newConformCmd(), newReportCmd(), newCompareCmd(), newVMCmd(), newVersionCmd(), newDiffRulesCmd())
+	root.AddCommand(newLabCmd(), newCheckCmd(), newRunCmd(), newConformCmd(), newReportCmd(), newCompareCmd(), newVMCmd(), newVersionCmd(), newDiffRulesCmd(), newValidateCmd())
 	return root
 }
 
