@@ -49,10 +49,13 @@ func (r *Registry) Parse(file string, data []byte, baseDir string) (*Scenario, e
 	}
 	doc := docs[0]
 	s := &Scenario{File: file, BaseDir: baseDir, doc: doc, registry: r}
-	if err := yamlpos.Decode(doc, s); err != nil {
+	// One budget and one cache for every decode of the file: its steps, their params and
+	// its inline manifests.
+	shared := yamlpos.NewSharedFor(doc)
+	if err := (yamlpos.Decoder{Shared: shared}).Decode(doc, s); err != nil {
 		return nil, err
 	}
-	if errs := s.decodeSteps(); len(errs) > 0 {
+	if errs := s.decodeSteps(shared); len(errs) > 0 {
 		return nil, errs
 	}
 	s.Default()
@@ -60,13 +63,17 @@ func (r *Registry) Parse(file string, data []byte, baseDir string) (*Scenario, e
 	// Everything the validation of references needs: manifests (parsed with the
 	// topology's node port range) and the proxy configuration file.
 	var errs yamlpos.Errors
-	parser := manifest.Parser{}
+	parser := manifest.Parser{Shared: shared}
 	if r, err := manifest.ParsePortRange(s.Topology.NodePortRange); err == nil {
 		parser.NodePortRange = r
 	}
+	files := map[string]parsedFile{} // a file named by several references is read once
 	resolve := func(refs []ManifestRef, p *field.Path) {
 		for i := range refs {
-			errs = append(errs, s.resolveManifest(parser, doc, &refs[i], p.Index(i))...)
+			if len(errs) >= maxErrors {
+				return // hopeless: Validate is not reached either
+			}
+			errs = append(errs, s.resolveManifest(parser, files, doc, &refs[i], p.Index(i))...)
 		}
 	}
 	resolve(s.Manifests, field.NewPath("manifests"))
@@ -91,6 +98,9 @@ func (r *Registry) Parse(file string, data []byte, baseDir string) (*Scenario, e
 			}
 		}
 	}
+	if len(errs) >= maxErrors {
+		return nil, append(errs, &yamlpos.Error{File: file, Msg: fmt.Sprintf("too many errors (more than %d), giving up", maxErrors)})
+	}
 	if err := s.Validate(); err != nil {
 		errs = append(errs, yamlpos.AsErrors(err)...)
 	}
@@ -110,13 +120,16 @@ type manifestReferrer interface {
 
 // decodeSteps decodes every step's action through the registry: exactly one registered
 // kind's key per step, its value decoded strictly by that kind.
-func (s *Scenario) decodeSteps() yamlpos.Errors {
+func (s *Scenario) decodeSteps(shared *yamlpos.Shared) yamlpos.Errors {
 	var errs yamlpos.Errors
 	kinds := s.registry.StepNames()
 	at := func(line int, p *field.Path, format string, args ...any) {
 		errs = append(errs, &yamlpos.Error{File: s.doc.File, Line: line, Field: p.String(), Msg: fmt.Sprintf(format, args...)})
 	}
 	for i := range s.Steps {
+		if len(errs) >= maxErrors {
+			return append(errs, &yamlpos.Error{File: s.doc.File, Msg: fmt.Sprintf("too many errors (more than %d), giving up", maxErrors)})
+		}
 		st := &s.Steps[i]
 		p := field.NewPath("steps").Index(i)
 		var found []yamlpos.Entry
@@ -148,7 +161,7 @@ func (s *Scenario) decodeSteps() yamlpos.Errors {
 		}
 		e := found[0]
 		kind, _ := s.registry.Step(e.Key.Value)
-		a, err := kind.Decode(Input{Doc: &yamlpos.Doc{File: s.doc.File, Node: e.Value, Base: e.Path}, Registry: s.registry})
+		a, err := kind.Decode(Input{Doc: &yamlpos.Doc{File: s.doc.File, Node: e.Value, Base: e.Path}, Registry: s.registry, Shared: shared})
 		if err != nil {
 			errs = append(errs, yamlpos.AsErrors(err)...)
 			if yamlpos.AsErrors(err) == nil {
@@ -169,30 +182,48 @@ func (s *Scenario) resolvePath(p string) string {
 	return filepath.Join(s.BaseDir, p)
 }
 
-// resolveManifest fills ref.Objects from its file or inline object.
-func (s *Scenario) resolveManifest(parser manifest.Parser, doc *yamlpos.Doc, ref *ManifestRef, p *field.Path) yamlpos.Errors {
+// parsedFile is a manifest file read for a scenario: its objects, or why it could not be
+// read (readErr) or parsed (errs).
+type parsedFile struct {
+	objs    []manifest.Object
+	readErr error
+	errs    yamlpos.Errors
+}
+
+// resolveManifest fills ref.Objects from its file (read once per parse: files holds what
+// was read) or inline object.
+func (s *Scenario) resolveManifest(parser manifest.Parser, files map[string]parsedFile, doc *yamlpos.Doc, ref *ManifestRef, p *field.Path) yamlpos.Errors {
 	switch {
 	case ref.File != "" && ref.Inline == nil:
 		path := s.resolvePath(ref.File)
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return yamlpos.Errors{doc.Errorf(p.Child("file").String(), "cannot read manifest: %v", err)}
+		f, seen := files[path]
+		if !seen {
+			data, err := os.ReadFile(path)
+			f.readErr = err
+			if err == nil {
+				objs, err := manifest.Parser{NodePortRange: parser.NodePortRange}.Parse(path, data)
+				f.objs, f.errs = objs, yamlpos.AsErrors(err)
+			}
+			files[path] = f
 		}
-		objs, err := parser.Parse(path, data)
-		if err != nil {
-			return yamlpos.AsErrors(err)
-		}
-		if len(objs) == 0 {
+		switch {
+		case f.readErr != nil:
+			return yamlpos.Errors{doc.Errorf(p.Child("file").String(), "cannot read manifest: %v", f.readErr)}
+		case seen && f.errs != nil:
+			return nil // reported at the first reference
+		case f.errs != nil:
+			return f.errs
+		case len(f.objs) == 0:
 			return yamlpos.Errors{doc.Errorf(p.Child("file").String(), "%s holds no objects", ref.File)}
 		}
-		ref.Objects = objs
+		ref.Objects = f.objs
 	case ref.Inline != nil && ref.File == "":
 		inline := &yamlpos.Doc{File: doc.File, Node: ref.Inline, Base: p.Child("inline")}
-		o, err := parser.ParseDoc(inline)
+		objs, err := parser.ParseObjects(inline)
 		if err != nil {
 			return yamlpos.AsErrors(err)
 		}
-		ref.Objects = []manifest.Object{o}
+		ref.Objects = objs
 	}
 	return nil
 }

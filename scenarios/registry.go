@@ -103,6 +103,9 @@ type Input struct {
 	// Registry is the registry decoding the scenario, for values that name other
 	// registered things (a measure step names a measurement).
 	Registry *Registry
+	// Shared is shared by every decode of the scenario file (one work budget, one cache;
+	// nil: a decode of its own).
+	Shared *yamlpos.Shared
 }
 
 // Decode decodes the value strictly into v (a pointer to a struct); an absent value
@@ -111,7 +114,7 @@ func (in Input) Decode(v any) error {
 	if in.Doc == nil || in.Doc.Node == nil {
 		return nil
 	}
-	return yamlpos.Decode(in.Doc, v)
+	return yamlpos.Decoder{Shared: in.Shared}.Decode(in.Doc, v)
 }
 
 // Registry holds the step kinds and measurements a scenario may use, by name, and the

@@ -329,3 +329,27 @@ func TestLoadResolvesRelativeToScenario(t *testing.T) {
 	_, err = Load(filepath.Join(dir, "missing.yaml"))
 	require.Error(t, err)
 }
+
+// TestManifestNamespaceAndList: a scenario's manifests may hold Namespaces and Lists, as
+// kubectl accepts; the List's objects exist for the steps that follow.
+func TestManifestNamespaceAndList(t *testing.T) {
+	src := `apiVersion: kpbench.dev/v1alpha1
+kind: Scenario
+name: lists
+manifests:
+- inline: {apiVersion: v1, kind: Namespace, metadata: {name: shop}}
+- inline:
+    apiVersion: v1
+    kind: List
+    items:
+    - {apiVersion: v1, kind: Service, metadata: {name: web, namespace: shop}, spec: {selector: {app: web}, ports: [{port: 80}]}}
+    - {apiVersion: v1, kind: Pod, metadata: {name: web-0, namespace: shop, labels: {app: web}}, spec: {containers: [{name: c, image: i}]}}
+steps:
+- expect: {from: client-0, to: {service: shop/web}, expectation: reachable}
+`
+	s, err := ParseScenario("s.yaml", []byte(src), "examples")
+	require.NoError(t, err)
+	require.Len(t, s.Manifests[1].Objects, 2)
+	_, err = ParseScenario("s.yaml", []byte(strings.Replace(src, "kind: List", "kind: Lists", 1)), "examples")
+	requirePositioned(t, err, "s.yaml", 8, "manifests[1].inline.kind", `Unsupported value: "Lists"`)
+}

@@ -48,7 +48,7 @@ func (measureKind) Decode(in Input) (Action, error) {
 		return m, yamlpos.Errors{doc.Errorf("name", "%s", unknown("measurement", m.Name, in.Registry.MeasurementNames()))}
 	}
 	params := &yamlpos.Doc{File: doc.File, Node: m.Params, Base: doc.Base.Child("params")}
-	measuring, err := meas.Decode(Input{Doc: params, Registry: in.Registry})
+	measuring, err := meas.Decode(Input{Doc: params, Registry: in.Registry, Shared: in.Shared})
 	m.measurement, m.Measuring = meas, measuring
 	return m, err
 }

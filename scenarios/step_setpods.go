@@ -53,7 +53,7 @@ func (sp *SetPodsStep) Validate(v *Validation, p *field.Path) field.ErrorList {
 				errs = append(errs, field.Invalid(p.Child("selector").Key(k), val, msg))
 			}
 		}
-		if len(errs) == 0 && !v.SelectorMatches(sp.Namespace, labels.SelectorFromSet(sp.Selector)) {
+		if len(errs) == 0 && !v.SelectorMatches(sp.Namespace, sp.Selector) {
 			errs = append(errs, field.Invalid(p.Child("selector"), labels.Set(sp.Selector).String(), "matches no pod that exists at this step in namespace "+sp.Namespace))
 		}
 	default:

@@ -142,7 +142,7 @@ type IPTablesBackendOptions struct {
 type ManifestRef struct {
 	// File is a manifest file, relative to the scenario file.
 	File string `json:"file,omitempty"`
-	// Inline is one object written in the scenario itself.
+	// Inline is one object (or a List of objects) written in the scenario itself.
 	Inline *yaml.Node `json:"inline,omitempty"`
 
 	// Objects are the decoded, defaulted and validated objects. Set by Load and

@@ -82,8 +82,15 @@ func (s *Scenario) ValidateFor(o ValidationOptions) error {
 	if doc == nil {
 		doc = &yamlpos.Doc{File: s.File}
 	}
+	if len(errs) > maxErrors {
+		out := doc.FromFieldList(errs[:maxErrors])
+		return append(out, &yamlpos.Error{File: s.File, Msg: fmt.Sprintf("and %d more errors", len(errs)-maxErrors)})
+	}
 	return doc.FromFieldList(errs)
 }
+
+// maxErrors bounds the validation errors reported: past it a file is hopeless.
+const maxErrors = 100
 
 func (s *Scenario) validate(o ValidationOptions) field.ErrorList {
 	var errs field.ErrorList

@@ -26,6 +26,13 @@ type Validation struct {
 
 	objects  map[manifest.Key]manifest.Object
 	replicas map[manifest.Key]int32 // Deployment replicas after scale steps
+	pods     int                    // pods that exist: Pod objects and Deployments' replicas
+	// selectorServices counts the Services with a selector (their slices are written by
+	// the endpoints controller, with trigger times).
+	selectorServices int
+	// labels indexes the objects that make pods (Pods, Deployments' templates) by
+	// namespace and label "key=value", for SelectorMatches.
+	labels map[string]map[string]map[manifest.Key]bool
 
 	// SyntheticServices is the number of generated Services (churn steps) that exist at
 	// this step, as far as validation can tell (a delete churn removes at most what
@@ -40,15 +47,80 @@ type Validation struct {
 }
 
 func newValidation(s *Scenario, o ValidationOptions) *Validation {
-	return &Validation{Scenario: s, Options: o, objects: map[manifest.Key]manifest.Object{}, replicas: map[manifest.Key]int32{}}
+	return &Validation{Scenario: s, Options: o, objects: map[manifest.Key]manifest.Object{}, replicas: map[manifest.Key]int32{},
+		labels: map[string]map[string]map[manifest.Key]bool{}}
 }
 
 // put records that an object exists (created or updated).
 func (v *Validation) put(o manifest.Object) {
-	v.objects[o.Key()] = o
-	delete(v.replicas, o.Key())
-	if svc, ok := o.Object.(*corev1.Service); ok && len(svc.Spec.Selector) > 0 {
-		v.TriggeredChanges = true // its slice is written by the endpoints controller
+	k := o.Key()
+	if _, ok := v.objects[k]; ok {
+		v.drop(k)
+	}
+	v.objects[k] = o
+	v.pods += v.podsOf(k)
+	switch obj := o.Object.(type) {
+	case *corev1.Service:
+		if len(obj.Spec.Selector) > 0 {
+			v.selectorServices++
+			v.TriggeredChanges = true // its slice is written by the endpoints controller
+		}
+	case *corev1.Pod:
+		v.index(k, obj.Labels, true)
+	case *appsv1.Deployment:
+		v.index(k, obj.Spec.Template.Labels, true)
+	}
+}
+
+// drop forgets an object and what it counted for.
+func (v *Validation) drop(k manifest.Key) {
+	o, ok := v.objects[k]
+	if !ok {
+		return
+	}
+	v.pods -= v.podsOf(k)
+	switch obj := o.Object.(type) {
+	case *corev1.Service:
+		if len(obj.Spec.Selector) > 0 {
+			v.selectorServices--
+		}
+	case *corev1.Pod:
+		v.index(k, obj.Labels, false)
+	case *appsv1.Deployment:
+		v.index(k, obj.Spec.Template.Labels, false)
+	}
+	delete(v.objects, k)
+	delete(v.replicas, k)
+}
+
+// podsOf is the number of pods an object makes at this step.
+func (v *Validation) podsOf(k manifest.Key) int {
+	switch v.objects[k].Object.(type) {
+	case *corev1.Pod:
+		return 1
+	case *appsv1.Deployment:
+		return int(v.DeploymentReplicas(k))
+	}
+	return 0
+}
+
+// index adds (or removes) an object's labels to the label index.
+func (v *Validation) index(k manifest.Key, labels map[string]string, add bool) {
+	ns := v.labels[k.Namespace]
+	if ns == nil {
+		ns = map[string]map[manifest.Key]bool{}
+		v.labels[k.Namespace] = ns
+	}
+	for lk, lv := range labels {
+		pair := lk + "=" + lv
+		if add {
+			if ns[pair] == nil {
+				ns[pair] = map[manifest.Key]bool{}
+			}
+			ns[pair][k] = true
+		} else {
+			delete(ns[pair], k)
+		}
 	}
 }
 
@@ -67,24 +139,23 @@ func (v *Validation) Object(k manifest.Key) (manifest.Object, bool) {
 
 // Remove records that an object was deleted.
 func (v *Validation) Remove(k manifest.Key) {
-	delete(v.objects, k)
+	v.drop(k)
 	v.podsChanged()
 }
 
 // SetReplicas records a Deployment's new replica count.
 func (v *Validation) SetReplicas(k manifest.Key, replicas int32) {
+	v.pods -= v.podsOf(k)
 	v.replicas[k] = replicas
+	v.pods += v.podsOf(k)
 	v.podsChanged()
 }
 
 // podsChanged records that pods came or went: the endpoints controller rewrites the
 // slices of the Services with a selector (with a trigger time).
 func (v *Validation) podsChanged() {
-	for _, o := range v.objects {
-		if svc, ok := o.Object.(*corev1.Service); ok && len(svc.Spec.Selector) > 0 {
-			v.TriggeredChanges = true
-			return
-		}
+	if v.selectorServices > 0 {
+		v.TriggeredChanges = true
 	}
 }
 
@@ -104,18 +175,9 @@ func (v *Validation) DeploymentReplicas(k manifest.Key) int32 {
 
 // CheckCapacity fails when the pods that exist do not fit on the nodes.
 func (v *Validation) CheckCapacity(p *field.Path) field.ErrorList {
-	total := 0
-	for k, o := range v.objects {
-		switch o.Object.(type) {
-		case *corev1.Pod:
-			total++
-		case *appsv1.Deployment:
-			total += int(v.DeploymentReplicas(k))
-		}
-	}
 	capacity := v.Scenario.Topology.Nodes * v.Scenario.Topology.PodsPerNode
-	if total > capacity {
-		return field.ErrorList{field.Invalid(p, total, fmt.Sprintf("pods exceed the lab's capacity of %d (topology.nodes x topology.podsPerNode)", capacity))}
+	if v.pods > capacity {
+		return field.ErrorList{field.Invalid(p, v.pods, fmt.Sprintf("pods exceed the lab's capacity of %d (topology.nodes x topology.podsPerNode)", capacity))}
 	}
 	return nil
 }
@@ -141,13 +203,23 @@ func (v *Validation) PodExists(ns, name string) bool {
 	return int32(ord) < v.DeploymentReplicas(k)
 }
 
-// SelectorMatches reports whether a pod in ns matches the selector.
-func (v *Validation) SelectorMatches(ns string, sel labels.Selector) bool {
-	for k, o := range v.objects {
-		if k.Namespace != ns {
-			continue
+// SelectorMatches reports whether a pod in ns matches the selector (a set of labels):
+// it checks the objects carrying the selector's rarest label only.
+func (v *Validation) SelectorMatches(ns string, set map[string]string) bool {
+	sel := labels.SelectorFromSet(set)
+	var candidates map[manifest.Key]bool
+	first := true
+	for lk, lv := range set {
+		c := v.labels[ns][lk+"="+lv]
+		if len(c) == 0 {
+			return false
 		}
-		switch obj := o.Object.(type) {
+		if first || len(c) < len(candidates) {
+			candidates, first = c, false
+		}
+	}
+	for k := range candidates {
+		switch obj := v.objects[k].Object.(type) {
 		case *corev1.Pod:
 			if sel.Matches(labels.Set(obj.Labels)) {
 				return true
