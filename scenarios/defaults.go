@@ -2,21 +2,22 @@ package scenarios
 
 import (
 	"time"
+
+	"kpbench.dev/kpbench/lab/cluster"
 )
 
 // Topology and step defaults.
 const (
-	DefaultNodes            = 1
-	DefaultPodsPerNode      = 110
-	DefaultClients          = 1
-	DefaultNodeCIDR         = "172.18.0.0/24"
-	DefaultPodCIDR          = "10.244.0.0/16"
-	DefaultServiceCIDR      = "10.96.0.0/12"
-	DefaultLoadBalancerPool = "172.18.1.0/24" // cluster.DefaultLoadBalancerPool
-	DefaultNodePortRange    = "30000-32767"
-	DefaultWaitTimeout      = 60 * time.Second
-	DefaultExpectTimeout    = 30 * time.Second
-	DefaultChurnPort        = 80
+	DefaultNodes         = 1
+	DefaultPodsPerNode   = 110
+	DefaultClients       = 1
+	DefaultNodeCIDR      = "172.18.0.0/24"
+	DefaultPodCIDR       = "10.244.0.0/16"
+	DefaultServiceCIDR   = "10.96.0.0/12"
+	DefaultNodePortRange = "30000-32767"
+	DefaultWaitTimeout   = 60 * time.Second
+	DefaultExpectTimeout = 30 * time.Second
+	DefaultChurnPort     = 80
 )
 
 // Default fills every unset field with its default. It is idempotent and does no I/O;
@@ -37,7 +38,7 @@ func (s *Scenario) Default() {
 	setString(&t.NodeCIDR, DefaultNodeCIDR)
 	setString(&t.PodCIDR, DefaultPodCIDR)
 	setString(&t.ServiceCIDR, DefaultServiceCIDR)
-	setString(&t.LoadBalancerPool, DefaultLoadBalancerPool)
+	setString(&t.LoadBalancerPool, cluster.DefaultLoadBalancerPool.String())
 	setString(&t.NodePortRange, DefaultNodePortRange)
 
 	if s.Proxy != nil && s.Proxy.ProxyConfigFile == "" {

@@ -44,7 +44,20 @@ func TestFormatDocUpToDate(t *testing.T) {
 	}
 	got, err := os.ReadFile(formatDocPath)
 	require.NoError(t, err)
-	assert.Equal(t, b.String(), string(got), "%s is stale: run go test ./scenarios -run TestFormatDocUpToDate -update", formatDocPath)
+	if want := b.String(); want != string(got) {
+		wl, gl := strings.Split(want, "\n"), strings.Split(string(got), "\n")
+		i := 0
+		for i < len(wl) && i < len(gl) && wl[i] == gl[i] {
+			i++
+		}
+		line := func(l []string) string {
+			if i < len(l) {
+				return l[i]
+			}
+			return "(end of file)"
+		}
+		t.Errorf("%s is stale from line %d: run go test ./scenarios -run TestFormatDocUpToDate -update\nwant: %s\nhave: %s", formatDocPath, i+1, line(wl), line(gl))
+	}
 }
 
 // TestFormatDocStaleFails: a registry with one more measurement documents it, so the

@@ -173,11 +173,14 @@ func TestScenarioErrors(t *testing.T) {
 		{"duplicate step names", scenario("- {name: a, wait: {synced: true}}", "- {name: a, wait: {synced: true}}"), "", "steps[1].name", "Duplicate value", 14},
 		{"nodes zero after default is fine but negative not", strings.Replace(scenario(), "nodes: 2", "nodes: -1", 1), "", "topology.nodes", "must be in range 1-64", 4},
 		{"too many nodes", strings.Replace(scenario(), "nodes: 2", "nodes: 65", 1), "", "topology.nodes", "1-64", 4},
-		{"too many clients", strings.Replace(scenario(), "clients: 1", "clients: 17", 1), "", "topology.clients", "0-16", 4},
+		{"too many clients", strings.Replace(scenario(), "clients: 1", "clients: 33", 1), "", "topology.clients", "0-32", 4},
+		{"too many pods per node", strings.Replace(scenario(), "clients: 1}", "clients: 1, podsPerNode: 3990}", 1), "", "topology.podsPerNode", "1-3989", 4},
+		{"too many pods", strings.Replace(scenario(), "nodes: 2, clients: 1}", "nodes: 8, clients: 1, podsPerNode: 3000}", 1), "", "topology.podsPerNode", "limit of 20000 pods", 4},
+		{"pod blocks past a /24 need room", strings.Replace(scenario(), "clients: 1}", "clients: 1, podsPerNode: 500, podCIDR: 10.244.0.0/23}", 1), "", "topology.podCIDR", "too small for 2 nodes with /22 blocks (511 pods per node)", 4},
 		{"bad nodeCIDR", strings.Replace(scenario(), "clients: 1}", "clients: 1, nodeCIDR: 172.18.0.1/24}", 1), "", "topology.nodeCIDR", "did you mean 172.18.0.0/24", 4},
-		{"small nodeCIDR", strings.Replace(scenario(), "clients: 1}", "clients: 1, nodeCIDR: 172.18.0.0/30}", 1), "", "topology.nodeCIDR", "holds 1 hosts", 4},
+		{"small nodeCIDR", strings.Replace(scenario(), "clients: 1}", "clients: 1, nodeCIDR: 172.18.0.0/25}", 1), "", "topology.nodeCIDR", "prefix must be /24 or shorter", 4},
 		{"overlapping CIDRs", strings.Replace(scenario(), "clients: 1}", "clients: 1, serviceCIDR: 10.244.0.0/20}", 1), "", "topology.serviceCIDR", "overlaps podCIDR", 4},
-		{"podCIDR too small", strings.Replace(scenario(), "clients: 1}", "clients: 1, podCIDR: 10.244.0.0/24}", 1), "", "topology.podCIDR", "holds 1 /24 node ranges", 4},
+		{"podCIDR too small", strings.Replace(scenario(), "clients: 1}", "clients: 1, podCIDR: 10.244.0.0/24}", 1), "", "topology.podCIDR", "too small for 2 nodes with /24 blocks", 4},
 		{"bad nodePortRange", strings.Replace(scenario(), "clients: 1}", "clients: 1, nodePortRange: 32767-30000}", 1), "", "topology.nodePortRange", "MIN-MAX", 4},
 		{"nodePort outside custom range", strings.Replace(scenario(), "clients: 1}", "clients: 1, nodePortRange: 31000-32000}", 1), "examples/nginx-nodeport.yaml", "spec.ports[0].nodePort", "must be in range 31000-32000", 33},
 		{"missing manifest file", strings.Replace(scenario(), "file: nginx-nodeport.yaml", "file: nope.yaml", 1), "", "manifests[0].file", "cannot read manifest", 6},
@@ -310,6 +313,19 @@ func action[T Action](t *testing.T, s *Scenario, i int) T {
 	a, ok := s.Steps[i].Action.(T)
 	require.True(t, ok, "step %d is a %s (%T)", i, s.Steps[i].Kind, s.Steps[i].Action)
 	return a
+}
+
+// TestTopologyWithinTheLabsLimits: the scenario's bounds are the lab's, and a node with
+// more pods than a /24 holds gets a larger block.
+func TestTopologyWithinTheLabsLimits(t *testing.T) {
+	s, err := ParseScenario("s.yaml", []byte(strings.Replace(scenario(), "nodes: 2, clients: 1}", "nodes: 2, clients: 32, podsPerNode: 1000}", 1)), "examples")
+	require.NoError(t, err)
+	o, err := s.TestbedOptions("iptables", "lab1")
+	require.NoError(t, err)
+	assert.Equal(t, 1011, o.Lab.PodCapacity, "podsPerNode, the probe pod and the generated Services' pods")
+	bits, err := o.Lab.NodeBlockBits()
+	require.NoError(t, err)
+	assert.Equal(t, 22, bits, "1011 pods need a /22 per node")
 }
 
 func TestLoadResolvesRelativeToScenario(t *testing.T) {

@@ -91,16 +91,18 @@ type Topology struct {
 	// Nodes is the number of nodes, named node-0 ... node-(N-1). Default 1, at most 64.
 	Nodes int `json:"nodes,omitempty"`
 	// PodsPerNode is the most pods the lab places on one node (the kubelet's maxPods).
-	// Default 110, at most 250 (a node's pod CIDR is a /24).
+	// Default 110, at most 3989 (the lab's 4000, less a node's probe pod and the generated
+	// Services' pods), and at most 20000 pods in all; a node's pod block grows past a /24
+	// to hold them.
 	PodsPerNode int `json:"podsPerNode,omitempty"`
 	// Clients is the number of external client hosts on the fabric, named client-0 ...
-	// client-(N-1). Default 1, at most 16.
+	// client-(N-1). Default 1, at most 32.
 	Clients *int `json:"clients,omitempty"`
-	// NodeCIDR is the fabric network holding node and client addresses. Default
-	// 172.18.0.0/24.
+	// NodeCIDR is the fabric network holding node (.10+i) and client (.200+j) addresses:
+	// a /24 or larger. Default 172.18.0.0/24.
 	NodeCIDR string `json:"nodeCIDR,omitempty"`
-	// PodCIDR is the cluster's pod network; node i gets the i-th /24 of it. Default
-	// 10.244.0.0/16.
+	// PodCIDR is the cluster's pod network; node i gets the i-th block of it (a /24, or
+	// larger for more than 242 pods per node). Default 10.244.0.0/16.
 	PodCIDR string `json:"podCIDR,omitempty"`
 	// ServiceCIDR is where ClusterIPs are allocated. Default 10.96.0.0/12.
 	ServiceCIDR string `json:"serviceCIDR,omitempty"`

@@ -10,14 +10,19 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"kpbench.dev/kpbench/internal/yamlpos"
+	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/manifest"
 )
 
-// Bounds that validation enforces.
+// Bounds that validation enforces. The topology's are the lab's (lab/limits.go).
 const (
-	MaxNodes               = 64
-	MaxPodsPerNode         = 250
-	MaxClients             = 16
+	MaxNodes   = lab.MaxNodes
+	MaxClients = lab.MaxClients
+	// MaxPodsPerNode leaves room on a node for its probe pod and the generated Services'
+	// pods.
+	MaxPodsPerNode = lab.MaxPodsPerNode - reservedPodsPerNode
+	// MaxPods bounds the cluster's pods (nodes x podsPerNode).
+	MaxPods                = lab.MaxPods
 	MaxChurnServices       = 50000
 	MaxEndpointsPerService = SyntheticPods
 	MaxProbeCount          = 100000
@@ -165,6 +170,14 @@ func (s *Scenario) validate(o ValidationOptions) field.ErrorList {
 	return errs
 }
 
+// reservedPodsPerNode is the room a node keeps beyond podsPerNode: its probe pod and, at
+// worst, every pod of the generated Services.
+const reservedPodsPerNode = 1 + SyntheticPods
+
+// podCapacity is the most pods one node of the lab holds: the cluster's, its probe pod,
+// the generated Services' (lab.Config.PodCapacity).
+func (t *Topology) podCapacity() int { return t.PodsPerNode + reservedPodsPerNode }
+
 func (t *Topology) validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	rng := func(name string, v, lo, hi int) {
@@ -174,6 +187,9 @@ func (t *Topology) validate(p *field.Path) field.ErrorList {
 	}
 	rng("nodes", t.Nodes, 1, MaxNodes)
 	rng("podsPerNode", t.PodsPerNode, 1, MaxPodsPerNode)
+	if t.Nodes*t.PodsPerNode > MaxPods {
+		errs = append(errs, field.Invalid(p.Child("podsPerNode"), t.PodsPerNode, fmt.Sprintf("%d nodes x %d pods exceed the lab's limit of %d pods", t.Nodes, t.PodsPerNode, MaxPods)))
+	}
 	clients := 0
 	if t.Clients != nil {
 		clients = *t.Clients
@@ -201,15 +217,12 @@ func (t *Topology) validate(p *field.Path) field.ErrorList {
 		nets = append(nets, named{name, pfx})
 		return pfx, true
 	}
-	if pfx, ok := cidr("nodeCIDR", t.NodeCIDR, 30); ok {
-		hosts := 1<<(32-pfx.Bits()) - 3 // network, broadcast, gateway
-		if need := t.Nodes + clients; need > hosts {
-			errs = append(errs, field.Invalid(p.Child("nodeCIDR"), t.NodeCIDR, fmt.Sprintf("holds %d hosts, the topology needs %d (nodes + clients)", hosts, need)))
-		}
-	}
-	if pfx, ok := cidr("podCIDR", t.PodCIDR, 24); ok {
-		if perNode := 1 << (24 - pfx.Bits()); t.Nodes > perNode {
-			errs = append(errs, field.Invalid(p.Child("podCIDR"), t.PodCIDR, fmt.Sprintf("holds %d /24 node ranges, the topology has %d nodes", perNode, t.Nodes)))
+	// The lab's addressing plan: nodes are .10+i and clients .200+j of the fabric.
+	cidr("nodeCIDR", t.NodeCIDR, lab.MaxNodeCIDRBits)
+	if pfx, ok := cidr("podCIDR", t.PodCIDR, 24); ok && t.Nodes >= 1 && t.Nodes <= MaxNodes && t.PodsPerNode >= 1 && t.PodsPerNode <= MaxPodsPerNode {
+		cfg := lab.Config{Nodes: t.Nodes, PodCIDR: pfx, PodCapacity: t.podCapacity()}
+		if _, err := cfg.NodeBlockBits(); err != nil {
+			errs = append(errs, field.Invalid(p.Child("podCIDR"), t.PodCIDR, err.Error()))
 		}
 	}
 	cidr("serviceCIDR", t.ServiceCIDR, 28)

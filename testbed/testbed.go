@@ -98,6 +98,7 @@ func Start(ctx context.Context, o Options) (_ *Testbed, err error) {
 	}
 	o.Lab.ClientRoutes = append(o.Lab.ClientRoutes, o.LoadBalancerPool)
 	podsPerNode := o.Lab.PodsPerNode
+	o.Lab.PodCapacity = max(o.Lab.PodCapacity, podsPerNode+1) // and the probe pod
 	o.Lab.PodsPerNode = 0
 	l, err := lab.Up(ctx, o.Lab)
 	if err != nil {
