@@ -208,6 +208,7 @@ func DefaultRegistry() *Registry {
 	for _, m := range []Measurement{
 		syncMeasurement{}, lookupMeasurement{}, distributionMeasurement{}, rulesMeasurement{},
 		perRuleMeasurement{}, programmingLatencyMeasurement{}, churnMeasurement{}, throughputMeasurement{},
+		firstPacketMeasurement{},
 	} {
 		r.AddMeasurement(m)
 	}
