@@ -14,6 +14,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Limits of one lab, whatever the machine; checked before anything is created. Scenario
+// files are bounded by these (scenarios' Max* constants are these).
+const (
+	// MaxNodes is the most nodes of a lab (node i is .10+i on the fabric).
+	MaxNodes = 64
+	// MaxClients is the most external clients (client j is .200+j on the fabric).
+	MaxClients = 32
+	// MaxPodsPerNode is the most pods one node holds (its pod block grows past a /24).
+	MaxPodsPerNode = 4000
+	// MaxPods is the most pods of a lab.
+	MaxPods = 20000
+	// MaxNodeCIDRBits is the longest prefix of the fabric: the addressing plan needs a
+	// /24 (nodes from .10, clients from .200).
+	MaxNodeCIDRBits = 24
+)
+
+// NodeBlockBits returns the prefix length of each node's pod block for cfg (a /24, or
+// larger for more pods), or why the pod CIDR cannot hold the nodes' blocks.
+func (c *Config) NodeBlockBits() (int, error) { return c.nodeBlockBits() }
+
 // What one host of a lab costs the machine, for CheckMachine. Conservative estimates:
 //   - memory: a network namespace with its veth pair, bridge port, sysctl tree, routes and
 //     netfilter tables, plus the echo server's goroutines and buffers (512 KiB);

@@ -39,6 +39,9 @@ type Config struct {
 	Name string
 	// Nodes, PodsPerNode and Clients are the initial host counts.
 	Nodes, PodsPerNode, Clients int
+	// PodCapacity is the most pods one node will hold, made by Up or added later (cluster
+	// pods, probe pods); it sizes each node's pod block (0: PodsPerNode; a /24 at least).
+	PodCapacity int
 	// NodeCIDR is the fabric subnet of nodes and clients.
 	NodeCIDR netip.Prefix
 	// PodCIDR is the cluster's pod network, split into one block per node.
@@ -50,14 +53,6 @@ type Config struct {
 	// Zones, when set, assigns node i the zone Zones[i % len(Zones)].
 	Zones []string
 }
-
-// Limits of one lab on one machine; checked before anything is created.
-const (
-	MaxNodes       = 64
-	MaxClients     = 32
-	MaxPodsPerNode = 4000
-	MaxPods        = 20000
-)
 
 var labNameRE = regexp.MustCompile(`^[a-z0-9]{1,10}$`)
 
@@ -88,10 +83,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("clients: %d is out of range 0-%d", c.Clients, MaxClients)
 	case c.PodsPerNode < 0 || c.PodsPerNode > MaxPodsPerNode:
 		return fmt.Errorf("pods per node: %d is out of range 0-%d", c.PodsPerNode, MaxPodsPerNode)
+	case c.PodCapacity < 0 || c.PodCapacity > MaxPodsPerNode:
+		return fmt.Errorf("pod capacity per node: %d is out of range 0-%d", c.PodCapacity, MaxPodsPerNode)
 	case c.Nodes*c.PodsPerNode > MaxPods:
 		return fmt.Errorf("pods: %d nodes x %d pods = %d exceeds the limit of %d pods per lab", c.Nodes, c.PodsPerNode, c.Nodes*c.PodsPerNode, MaxPods)
-	case !c.NodeCIDR.Addr().Is4() || c.NodeCIDR.Bits() > 24:
-		return fmt.Errorf("node CIDR %s: must be an IPv4 prefix of /24 or larger", c.NodeCIDR)
+	case !c.NodeCIDR.Addr().Is4() || c.NodeCIDR.Bits() > MaxNodeCIDRBits:
+		return fmt.Errorf("node CIDR %s: must be an IPv4 prefix of /%d or larger", c.NodeCIDR, MaxNodeCIDRBits)
 	case !c.PodCIDR.Addr().Is4():
 		return fmt.Errorf("pod CIDR %s: must be IPv4", c.PodCIDR)
 	case c.NodeCIDR.Overlaps(c.PodCIDR):
@@ -104,14 +101,15 @@ func (c *Config) Validate() error {
 }
 
 // nodeBlockBits returns the prefix length of each node's pod block: /24, or larger blocks
-// when PodsPerNode does not fit (block size >= pods + network, gateway, broadcast).
+// when PodsPerNode (or PodCapacity) does not fit (block size >= pods + network, gateway,
+// broadcast).
 func (c *Config) nodeBlockBits() (int, error) {
-	need := c.PodsPerNode + 3
+	need := max(c.PodsPerNode, c.PodCapacity) + 3
 	hostBits := max(8, bits.Len(uint(need-1)))
 	blockBits := 32 - hostBits
 	nodeBits := bits.Len(uint(c.Nodes - 1))
 	if blockBits-nodeBits < c.PodCIDR.Bits() {
-		return 0, fmt.Errorf("pod CIDR %s is too small for %d nodes with /%d blocks (%d pods per node)", c.PodCIDR, c.Nodes, blockBits, c.PodsPerNode)
+		return 0, fmt.Errorf("pod CIDR %s is too small for %d nodes with /%d blocks (%d pods per node)", c.PodCIDR, c.Nodes, blockBits, max(c.PodsPerNode, c.PodCapacity))
 	}
 	return blockBits, nil
 }

@@ -23,18 +23,18 @@ func TestLoadExamples(t *testing.T) {
 	assert.Equal(t, DefaultNodeCIDR, s.Topology.NodeCIDR)
 	assert.Equal(t, DefaultPodCIDR, s.ProxyConfig.ClusterCIDR)
 	require.Len(t, s.Manifests[0].Objects, 2)
-	assert.Equal(t, "expect", s.Steps[1].Action())
-	assert.Equal(t, AddressNodePort, s.Steps[1].Expect.To.Address)
-	assert.Equal(t, 100, s.Steps[3].Expect.Count)
+	assert.Equal(t, "expect", s.Steps[1].Kind)
+	assert.Equal(t, AddressNodePort, action[*ExpectStep](t, s, 1).To.Address)
+	assert.Equal(t, 100, action[*ExpectStep](t, s, 3).Count)
 	assert.Empty(t, s.Warnings)
 
 	s, err = Load("examples/inference.scenario.yaml")
 	require.NoError(t, err)
 	assert.Equal(t, ModeIPTables, s.ProxyConfig.Mode)
 	assert.Equal(t, "169.169.0.0/16", s.ProxyConfig.ClusterCIDR)
-	assert.Equal(t, "node-0", s.Steps[1].Expect.To.Node, "defaulted")
-	assert.Equal(t, 1, s.Steps[1].Expect.Count)
-	pod := s.Steps[2].Apply.Manifests[0].Objects[0]
+	assert.Equal(t, "node-0", action[*ExpectStep](t, s, 1).To.Node, "defaulted")
+	assert.Equal(t, 1, action[*ExpectStep](t, s, 1).Count)
+	pod := action[*ApplyStep](t, s, 2).Manifests[0].Objects[0]
 	assert.Equal(t, "inference-pod-1", pod.Key().Name)
 	assert.Equal(t, "examples/inference.scenario.yaml", pod.Source.File)
 	assert.Contains(t, strings.Join(s.Warnings, "\n"), "kubeProxyIPVSConfiguration.scheduler: unknown field, ignored (did you mean ipvs.scheduler?)")
@@ -144,15 +144,16 @@ func TestValidScenario(t *testing.T) {
 		"- expect: {from: node-1, to: {service: multi, port: b, address: externalIP}, protocol: UDP, expectation: reachable}",
 		"- expect: {from: pod:default/nginx-deployment-2, to: {service: multi, port: a, address: loadBalancer}, expectation: sameBackend}",
 		"- expect: {from: client-0, to: {ipPort: '10.96.0.1:443'}, expectation: refused, timeout: 3s}",
-		"- measure: {name: syncLatency, params: {samples: 10, mode: [a, b]}}",
+		"- measure: {name: lookup, params: {samples: 10, from: client-0}}",
 		"- delete: {kind: Service, name: multi}",
 		"- delete: {manifests: [{file: nginx-nodeport.yaml}]}",
 	)), "examples")
 	require.NoError(t, err)
-	assert.Equal(t, "TCP", s.Steps[3].Churn.Template.Protocol)
-	assert.Equal(t, 100, s.Steps[7].Expect.Count)
-	assert.Equal(t, "default", s.Steps[10].Delete.Namespace)
-	assert.Equal(t, map[string]any{"samples": int64(10), "mode": []any{"a", "b"}}, s.Steps[9].Measure.Params)
+	assert.Equal(t, "TCP", action[*ChurnStep](t, s, 3).Template.Protocol)
+	assert.Equal(t, 100, action[*ExpectStep](t, s, 7).Count)
+	assert.Equal(t, "default", action[*DeleteStep](t, s, 10).Namespace)
+	lookup := action[*MeasureStep](t, s, 9).Measuring.(*LookupParams)
+	assert.Equal(t, LookupParams{Samples: 10, From: "client-0"}, *lookup)
 	svc := s.Manifests[1].Objects[0].Object.(*corev1.Service)
 	assert.Equal(t, corev1.ServiceExternalTrafficPolicyCluster, svc.Spec.ExternalTrafficPolicy)
 }
@@ -172,11 +173,14 @@ func TestScenarioErrors(t *testing.T) {
 		{"duplicate step names", scenario("- {name: a, wait: {synced: true}}", "- {name: a, wait: {synced: true}}"), "", "steps[1].name", "Duplicate value", 14},
 		{"nodes zero after default is fine but negative not", strings.Replace(scenario(), "nodes: 2", "nodes: -1", 1), "", "topology.nodes", "must be in range 1-64", 4},
 		{"too many nodes", strings.Replace(scenario(), "nodes: 2", "nodes: 65", 1), "", "topology.nodes", "1-64", 4},
-		{"too many clients", strings.Replace(scenario(), "clients: 1", "clients: 17", 1), "", "topology.clients", "0-16", 4},
+		{"too many clients", strings.Replace(scenario(), "clients: 1", "clients: 33", 1), "", "topology.clients", "0-32", 4},
+		{"too many pods per node", strings.Replace(scenario(), "clients: 1}", "clients: 1, podsPerNode: 3990}", 1), "", "topology.podsPerNode", "1-3989", 4},
+		{"too many pods", strings.Replace(scenario(), "nodes: 2, clients: 1}", "nodes: 8, clients: 1, podsPerNode: 3000}", 1), "", "topology.podsPerNode", "limit of 20000 pods", 4},
+		{"pod blocks past a /24 need room", strings.Replace(scenario(), "clients: 1}", "clients: 1, podsPerNode: 500, podCIDR: 10.244.0.0/23}", 1), "", "topology.podCIDR", "too small for 2 nodes with /22 blocks (511 pods per node)", 4},
 		{"bad nodeCIDR", strings.Replace(scenario(), "clients: 1}", "clients: 1, nodeCIDR: 172.18.0.1/24}", 1), "", "topology.nodeCIDR", "did you mean 172.18.0.0/24", 4},
-		{"small nodeCIDR", strings.Replace(scenario(), "clients: 1}", "clients: 1, nodeCIDR: 172.18.0.0/30}", 1), "", "topology.nodeCIDR", "holds 1 hosts", 4},
+		{"small nodeCIDR", strings.Replace(scenario(), "clients: 1}", "clients: 1, nodeCIDR: 172.18.0.0/25}", 1), "", "topology.nodeCIDR", "prefix must be /24 or shorter", 4},
 		{"overlapping CIDRs", strings.Replace(scenario(), "clients: 1}", "clients: 1, serviceCIDR: 10.244.0.0/20}", 1), "", "topology.serviceCIDR", "overlaps podCIDR", 4},
-		{"podCIDR too small", strings.Replace(scenario(), "clients: 1}", "clients: 1, podCIDR: 10.244.0.0/24}", 1), "", "topology.podCIDR", "holds 1 /24 node ranges", 4},
+		{"podCIDR too small", strings.Replace(scenario(), "clients: 1}", "clients: 1, podCIDR: 10.244.0.0/24}", 1), "", "topology.podCIDR", "too small for 2 nodes with /24 blocks", 4},
 		{"bad nodePortRange", strings.Replace(scenario(), "clients: 1}", "clients: 1, nodePortRange: 32767-30000}", 1), "", "topology.nodePortRange", "MIN-MAX", 4},
 		{"nodePort outside custom range", strings.Replace(scenario(), "clients: 1}", "clients: 1, nodePortRange: 31000-32000}", 1), "examples/nginx-nodeport.yaml", "spec.ports[0].nodePort", "must be in range 31000-32000", 33},
 		{"missing manifest file", strings.Replace(scenario(), "file: nginx-nodeport.yaml", "file: nope.yaml", 1), "", "manifests[0].file", "cannot read manifest", 6},
@@ -206,19 +210,20 @@ func TestScenarioErrors(t *testing.T) {
 		{"setPods ready not bool", scenario("- setPods: {names: [nginx-deployment-0], ready: 'no'}"), "", "steps[0].setPods.ready", "expected a boolean", 13},
 		{"churn bad pattern", scenario("- churn: {pattern: flap, services: 1, rate: 1}"), "", "steps[0].churn.pattern", "Unsupported value", 13},
 		{"churn too many services", scenario("- churn: {pattern: add, services: 50001, rate: 1}"), "", "steps[0].churn.services", "1-50000", 13},
-		{"churn too many endpoints", scenario("- churn: {pattern: add, services: 1, endpointsPerService: 1001, rate: 1}"), "", "steps[0].churn.endpointsPerService", "0-1000", 13},
+		{"churn too many endpoints", scenario("- churn: {pattern: add, services: 1, endpointsPerService: 11, rate: 1}"), "", "steps[0].churn.endpointsPerService", "0-10", 13},
 		{"churn no rate", scenario("- churn: {pattern: add, services: 1}"), "", "steps[0].churn.rate", "Required value", 13},
 		{"churn rate and allAtOnce", scenario("- churn: {pattern: add, services: 1, rate: 1, allAtOnce: true}"), "", "steps[0].churn.rate", "not both", 13},
 		{"churn negative rate", scenario("- churn: {pattern: add, services: 1, rate: -5}"), "", "steps[0].churn.rate", "must be in range", 13},
 		{"churn update without duration", scenario("- churn: {pattern: update, services: 1, rate: 1}"), "", "steps[0].churn.duration", "Required value", 13},
+		{"churn update with nothing to update", scenario("- churn: {pattern: update, services: 1, rate: 1, duration: 1s}"), "", "steps[0].churn.pattern", "no generated Services exist", 13},
 		{"churn add with duration", scenario("- churn: {pattern: add, services: 1, rate: 1, duration: 1s}"), "", "steps[0].churn.duration", "only the update and mixed patterns", 13},
-		{"churn negative duration", scenario("- churn: {pattern: update, services: 1, rate: 1, duration: -1s}"), "", "steps[0].churn.duration", "positive duration", 13},
+		{"churn negative duration", scenario("- churn: {pattern: add, services: 1, rate: 1}", "- churn: {pattern: update, services: 1, rate: 1, duration: -1s}"), "", "steps[1].churn.duration", "positive duration", 14},
 		{"churn template type", scenario("- churn: {pattern: add, services: 1, rate: 1, template: {type: ExternalName}}"), "", "steps[0].churn.template.type", "Unsupported value", 13},
 		{"churn template port", scenario("- churn:", "    pattern: add", "    services: 1", "    rate: 1", "    template: {port: 70000}"), "", "steps[0].churn.template.port", "1-65535", 17},
 		{"wait not synced", scenario("- wait: {synced: false}"), "", "steps[0].wait.synced", "must be true", 13},
 		{"wait bad timeout", scenario("- wait: {synced: true, timeout: 0s}"), "", "steps[0].wait.timeout", "positive duration", 13},
 		{"wait timeout unparsable", scenario("- wait: {synced: true, timeout: forever}"), "", "steps[0].wait.timeout", "must be a duration", 13},
-		{"expect bad from", scenario("- expect: {from: laptop, to: {service: multi, port: a}, expectation: reachable}"), "", "steps[0].expect.from", "client-N, node-N or pod:NAME", 13},
+		{"expect bad from", scenario("- expect: {from: laptop, to: {service: multi, port: a}, expectation: reachable}"), "", "steps[0].expect.from", "client-N, node-N, probe-node-N or pod:NAME", 13},
 		{"expect client out of range", scenario("- expect: {from: client-1, to: {service: multi, port: a}, expectation: reachable}"), "", "steps[0].expect.from", "1 clients", 13},
 		{"expect node out of range", scenario("- expect: {from: node-2, to: {service: multi, port: a}, expectation: reachable}"), "", "steps[0].expect.from", "node-0 to node-1", 13},
 		{"expect unknown pod", scenario("- expect: {from: 'pod:web-0', to: {service: multi, port: a}, expectation: reachable}"), "", "steps[0].expect.from", "no such pod", 13},
@@ -242,6 +247,22 @@ func TestScenarioErrors(t *testing.T) {
 		{"expect headless", scenario("- apply: {manifests: [{inline: {apiVersion: v1, kind: Service, metadata: {name: h}, spec: {clusterIP: None}}}]}", "- expect: {from: client-0, to: {service: h}, expectation: reachable}"), "", "steps[1].expect.to.service", "headless", 14},
 		{"measure bad name", scenario("- measure: {name: '9 lives'}"), "", "steps[0].measure.name", "measurement name", 13},
 		{"measure no name", scenario("- measure: {params: {a: 1}}"), "", "steps[0].measure.name", "measurement name", 13},
+		{"measure unknown name", scenario("- measure: {name: ruleCount}"), "", "steps[0].measure.name", `unknown measurement "ruleCount"`, 13},
+		{"measure name typo", scenario("- measure: {name: lokup}"), "", "steps[0].measure.name", `did you mean "lookup"?`, 13},
+		{"measure unknown param", scenario("- churn: {pattern: add, services: 10, allAtOnce: true}", "- measure: {name: sync, params: {kind: full, repeat: 3}}"), "", "steps[1].measure.params.repeat", `unknown field (did you mean "repeats"?)`, 14},
+		{"measure param type", scenario("- churn: {pattern: add, services: 10, allAtOnce: true}", "- measure: {name: lookup, params: {samples: many}}"), "", "steps[1].measure.params.samples", "expected an integer", 14},
+		{"measure param range", scenario("- measure: {name: sync, params: {repeats: 1001}}"), "", "steps[0].measure.params.repeats", "1-1000", 13},
+		{"partial sync without generated Services", scenario("- measure: {name: sync, params: {kind: partial}}"), "", "steps[0].measure.params.kind", "none exists at this step", 13},
+		{"lookup without generated Services", scenario("- measure: {name: lookup}"), "", "steps[0].measure.name", "none exists at this step", 13},
+		{"distribution over one endpoint", scenario("- measure: {name: distribution, params: {endpoints: 1}}"), "", "steps[0].measure.params.endpoints", "2-10", 13},
+		{"distribution with too few connections", scenario("- measure: {name: distribution, params: {endpoints: 10, connections: 20}}"), "", "steps[0].measure.params.connections", "at least 5", 13},
+		{"distribution weights count", scenario("- measure: {name: distribution, params: {endpoints: 3, weights: '1,2'}}"), "", "steps[0].measure.params.weights", "2 weights for 3 endpoints", 13},
+		{"programming latency without a trigger", "apiVersion: kpbench.dev/v1alpha1\nkind: Scenario\nname: t\nsteps:\n- churn: {pattern: add, services: 10, allAtOnce: true}\n- measure: {name: programming-latency}\n", "", "steps[1].measure.name", "no step before this one makes such a change", 6},
+		{"churn measurement without a probed churn", scenario("- measure: {name: churn}"), "", "steps[0].measure.name", "no step before this one runs one", 13},
+		{"limit on an undeclared figure", scenario("- measure: {name: rules, limits: {churn-misroutes: 0}}"), "", "steps[0].measure.limits[churn-misroutes]", "Unsupported value", 13},
+		{"scenario-wide known failures", scenario("- wait: {synced: true}") + "knownFailures: {userspace: lost}\n", "", "knownFailures", "on the step that fails", 14},
+		{"known failure without reason", scenario("- wait: {synced: true}", "  knownFailure: {backends: [ipvs]}"), "", "steps[0].knownFailure.reason", "Required value", 14},
+		{"known failure of an unknown backend", scenario("- wait: {synced: true}", "  knownFailure: {reason: r, backends: [ipvz]}"), "", "steps[0].knownFailure.backends[0]", "Unsupported value", 14},
 		{"two documents", scenario() + "---\nkind: Scenario\n", "", "", "one document", 15},
 		{"empty file", "# nothing\n", "", "", "empty file", 0},
 	} {
@@ -258,11 +279,11 @@ func TestScenarioErrors(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	s := &Scenario{Steps: []Step{
-		{Wait: &WaitStep{Synced: true}},
-		{Expect: &ExpectStep{Expectation: ExpectDistribution, To: Target{Service: "x", Address: AddressNodePort}}},
-		{Expect: &ExpectStep{Expectation: ExpectRefused, To: Target{IPPort: "1.2.3.4:5"}}},
-		{Churn: &ChurnStep{}},
-		{SetPods: &SetPodsStep{}},
+		{Kind: "wait", Action: &WaitStep{Synced: true}},
+		{Kind: "expect", Action: &ExpectStep{Expectation: ExpectDistribution, To: Target{Service: "x", Address: AddressNodePort}}},
+		{Kind: "expect", Action: &ExpectStep{Expectation: ExpectRefused, To: Target{IPPort: "1.2.3.4:5"}}},
+		{Kind: "churn", Action: &ChurnStep{}},
+		{Kind: "setPods", Action: &SetPodsStep{}},
 	}}
 	s.Default()
 	assert.Equal(t, 1, s.Topology.Nodes)
@@ -272,18 +293,39 @@ func TestDefaults(t *testing.T) {
 		ServiceCIDR: "10.96.0.0/12", LoadBalancerPool: "172.18.1.0/24", NodePortRange: "30000-32767"}, s.Topology)
 	assert.Equal(t, "10.244.0.0/16", s.ProxyConfig.ClusterCIDR)
 	assert.Equal(t, time.Second, s.ProxyConfig.IPVS.MinSyncPeriod.Duration)
-	assert.Nil(t, s.Steps[0].Wait.Timeout, "the runner applies the wait default (RunOptions.WaitTimeout)")
-	assert.Equal(t, 100, s.Steps[1].Expect.Count)
-	assert.Equal(t, "node-0", s.Steps[1].Expect.To.Node)
-	assert.Equal(t, 1, s.Steps[2].Expect.Count)
-	assert.Empty(t, s.Steps[2].Expect.To.Address, "literal targets have no address kind")
-	assert.Equal(t, ChurnTemplate{Port: 80, Protocol: "TCP", Type: "ClusterIP"}, s.Steps[3].Churn.Template)
-	assert.Equal(t, "default", s.Steps[4].SetPods.Namespace)
+	assert.Nil(t, action[*WaitStep](t, s, 0).Timeout, "the runner applies the wait default (RunOptions.WaitTimeout)")
+	assert.Equal(t, 100, action[*ExpectStep](t, s, 1).Count)
+	assert.Equal(t, "node-0", action[*ExpectStep](t, s, 1).To.Node)
+	assert.Equal(t, 1, action[*ExpectStep](t, s, 2).Count)
+	assert.Empty(t, action[*ExpectStep](t, s, 2).To.Address, "literal targets have no address kind")
+	assert.Equal(t, ChurnTemplate{Port: 80, Protocol: "TCP", Type: "ClusterIP"}, action[*ChurnStep](t, s, 3).Template)
+	assert.Equal(t, "default", action[*SetPodsStep](t, s, 4).Namespace)
 
 	zero := 0
 	s = &Scenario{Topology: Topology{Clients: &zero}}
 	s.Default()
 	assert.Equal(t, 0, *s.Topology.Clients, "an explicit 0 clients stays")
+}
+
+// action returns step i's action as a T.
+func action[T Action](t *testing.T, s *Scenario, i int) T {
+	t.Helper()
+	a, ok := s.Steps[i].Action.(T)
+	require.True(t, ok, "step %d is a %s (%T)", i, s.Steps[i].Kind, s.Steps[i].Action)
+	return a
+}
+
+// TestTopologyWithinTheLabsLimits: the scenario's bounds are the lab's, and a node with
+// more pods than a /24 holds gets a larger block.
+func TestTopologyWithinTheLabsLimits(t *testing.T) {
+	s, err := ParseScenario("s.yaml", []byte(strings.Replace(scenario(), "nodes: 2, clients: 1}", "nodes: 2, clients: 32, podsPerNode: 1000}", 1)), "examples")
+	require.NoError(t, err)
+	o, err := s.TestbedOptions("iptables", "lab1")
+	require.NoError(t, err)
+	assert.Equal(t, 1011, o.Lab.PodCapacity, "podsPerNode, the probe pod and the generated Services' pods")
+	bits, err := o.Lab.NodeBlockBits()
+	require.NoError(t, err)
+	assert.Equal(t, 22, bits, "1011 pods need a /22 per node")
 }
 
 func TestLoadResolvesRelativeToScenario(t *testing.T) {
@@ -302,4 +344,28 @@ func TestLoadResolvesRelativeToScenario(t *testing.T) {
 
 	_, err = Load(filepath.Join(dir, "missing.yaml"))
 	require.Error(t, err)
+}
+
+// TestManifestNamespaceAndList: a scenario's manifests may hold Namespaces and Lists, as
+// kubectl accepts; the List's objects exist for the steps that follow.
+func TestManifestNamespaceAndList(t *testing.T) {
+	src := `apiVersion: kpbench.dev/v1alpha1
+kind: Scenario
+name: lists
+manifests:
+- inline: {apiVersion: v1, kind: Namespace, metadata: {name: shop}}
+- inline:
+    apiVersion: v1
+    kind: List
+    items:
+    - {apiVersion: v1, kind: Service, metadata: {name: web, namespace: shop}, spec: {selector: {app: web}, ports: [{port: 80}]}}
+    - {apiVersion: v1, kind: Pod, metadata: {name: web-0, namespace: shop, labels: {app: web}}, spec: {containers: [{name: c, image: i}]}}
+steps:
+- expect: {from: client-0, to: {service: shop/web}, expectation: reachable}
+`
+	s, err := ParseScenario("s.yaml", []byte(src), "examples")
+	require.NoError(t, err)
+	require.Len(t, s.Manifests[1].Objects, 2)
+	_, err = ParseScenario("s.yaml", []byte(strings.Replace(src, "kind: List", "kind: Lists", 1)), "examples")
+	requirePositioned(t, err, "s.yaml", 8, "manifests[1].inline.kind", `Unsupported value: "Lists"`)
 }

@@ -22,6 +22,7 @@ func (sc *Scenario) TestbedOptions(backend, labName string) (testbed.Options, er
 	o := testbed.Options{Backend: backend, ProbePods: true}
 	o.Lab.Name = labName
 	o.Lab.Nodes = t.Nodes
+	o.Lab.PodCapacity = t.podCapacity()
 	if t.Clients != nil {
 		o.Lab.Clients = *t.Clients
 	}

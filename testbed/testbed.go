@@ -55,15 +55,15 @@ type Options struct {
 	ControlPlane bool
 }
 
-// Testbed is a running fake cluster.
+// Testbed is a running fake cluster. It is used through its methods: objects (Apply,
+// Delete, Get, Services, ...), hosts and probes (Host, Hosts, AddPod, Prober, ...), and
+// the proxies (Agents, WaitSynced).
 type Testbed struct {
 	opts    Options
-	Lab     *lab.Lab
-	Cluster *cluster.Cluster
-	Agents  []*agent.Agent
-
-	// ControlPlane is the lab's real API server, when one was started (Options.ControlPlane).
-	ControlPlane *controlplane.ControlPlane
+	lab     *lab.Lab
+	cluster *cluster.Cluster
+	agents  []*agent.Agent
+	cp      *controlplane.ControlPlane // nil unless started (Options.ControlPlane)
 
 	stateDir  string
 	cancel    context.CancelFunc
@@ -94,16 +94,17 @@ func Start(ctx context.Context, o Options) (_ *Testbed, err error) {
 		o.View.ServiceCIDRs = []netip.Prefix{cidr}
 	}
 	if !o.LoadBalancerPool.IsValid() {
-		o.LoadBalancerPool = netip.MustParsePrefix("172.18.1.0/24")
+		o.LoadBalancerPool = cluster.DefaultLoadBalancerPool
 	}
 	o.Lab.ClientRoutes = append(o.Lab.ClientRoutes, o.LoadBalancerPool)
 	podsPerNode := o.Lab.PodsPerNode
+	o.Lab.PodCapacity = max(o.Lab.PodCapacity, podsPerNode+1) // and the probe pod
 	o.Lab.PodsPerNode = 0
 	l, err := lab.Up(ctx, o.Lab)
 	if err != nil {
 		return nil, err
 	}
-	tb := &Testbed{opts: o, Lab: l}
+	tb := &Testbed{opts: o, lab: l}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, tb.Stop(context.WithoutCancel(ctx)))
@@ -123,7 +124,7 @@ func Start(ctx context.Context, o Options) (_ *Testbed, err error) {
 			}
 		}
 	}
-	tb.Cluster, err = cluster.New(cluster.Config{
+	tb.cluster, err = cluster.New(cluster.Config{
 		ServiceCIDR: o.ServiceCIDR, LoadBalancerPool: o.LoadBalancerPool,
 		NodePortMin: o.NodePortMin, NodePortMax: o.NodePortMax, Nodes: nodes,
 	})
@@ -136,8 +137,8 @@ func Start(ctx context.Context, o Options) (_ *Testbed, err error) {
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	tb.cancel = cancel
-	tb.kubelet = newKubelet(l, tb.Cluster)
-	events, err := tb.Cluster.Watch(runCtx)
+	tb.kubelet = newKubelet(l, tb.cluster)
+	events, err := tb.cluster.Watch(runCtx)
 	if err != nil {
 		return tb, err
 	}
@@ -160,12 +161,12 @@ func Start(ctx context.Context, o Options) (_ *Testbed, err error) {
 	}
 	for _, n := range l.Hosts(lab.KindNode) {
 		node := all.Node{Name: n.Name, NetNSPath: n.NetNSPath, StateDir: tb.stateDir, IP: n.IP}
-		if tb.ControlPlane != nil {
-			if node.Kubeconfig, err = tb.ControlPlane.KubeconfigFor(n.Name); err != nil {
+		if tb.cp != nil {
+			if node.Kubeconfig, err = tb.cp.KubeconfigFor(n.Name); err != nil {
 				return tb, err
 			}
 			node.WaitPublished = func(ctx context.Context) error {
-				return tb.publisher.WaitPublished(ctx, tb.Cluster.ResourceVersion())
+				return tb.publisher.WaitPublished(ctx, tb.cluster.ResourceVersion())
 			}
 		}
 		be, err := all.New(o.Backend, node, settings)
@@ -177,7 +178,7 @@ func Start(ctx context.Context, o Options) (_ *Testbed, err error) {
 			View:    o.View,
 			Backend: be, MinSyncPeriod: minSync, SyncPeriod: syncPeriod,
 		})
-		tb.Agents = append(tb.Agents, ag)
+		tb.agents = append(tb.agents, ag)
 		// kube-proxy's health servers (proxier /healthz on 10256, a health-check node port
 		// per LoadBalancer Service with externalTrafficPolicy Local), in the node's
 		// namespace; upstream kube-proxy serves its own.
@@ -186,7 +187,7 @@ func Start(ctx context.Context, o Options) (_ *Testbed, err error) {
 				return tb, err
 			}
 		}
-		ch, err := tb.Cluster.Watch(runCtx)
+		ch, err := tb.cluster.Watch(runCtx)
 		if err != nil {
 			return tb, err
 		}
@@ -201,17 +202,17 @@ func Start(ctx context.Context, o Options) (_ *Testbed, err error) {
 // mirrors the store into them, and waits until the store as it is now is published.
 func (tb *Testbed) startControlPlane(ctx context.Context) error {
 	o := tb.opts
-	cp, err := controlplane.Start(ctx, tb.Lab, controlplane.Options{
+	cp, err := controlplane.Start(ctx, tb.lab, controlplane.Options{
 		ServiceCIDR: o.ServiceCIDR, NodePortMin: o.NodePortMin, NodePortMax: o.NodePortMax,
 	})
 	if err != nil {
 		return err
 	}
-	tb.ControlPlane = cp
-	if tb.publisher, err = controlplane.Publish(ctx, cp, tb.Cluster); err != nil {
+	tb.cp = cp
+	if tb.publisher, err = controlplane.Publish(ctx, cp, tb.cluster); err != nil {
 		return err
 	}
-	return tb.publisher.WaitPublished(ctx, tb.Cluster.ResourceVersion())
+	return tb.publisher.WaitPublished(ctx, tb.cluster.ResourceVersion())
 }
 
 // ProbePod is the name of the probe pod of a node.
@@ -242,7 +243,7 @@ func feed(ctx context.Context, ag *agent.Agent, ch <-chan cluster.Event) {
 // Apply creates or updates objects in the control plane (all or nothing). Call
 // WaitSynced to wait for pods to run and rules to be programmed.
 func (tb *Testbed) Apply(ctx context.Context, objs ...runtime.Object) error {
-	return tb.Cluster.Apply(ctx, objs...)
+	return tb.cluster.Apply(ctx, objs...)
 }
 
 // WaitSynced waits until the kubelet has started every scheduled pod and every node has
@@ -250,15 +251,15 @@ func (tb *Testbed) Apply(ctx context.Context, objs ...runtime.Object) error {
 func (tb *Testbed) WaitSynced(ctx context.Context) error {
 	var rv uint64
 	for {
-		rv = tb.Cluster.ResourceVersion()
+		rv = tb.cluster.ResourceVersion()
 		if err := tb.kubelet.waitProcessed(ctx, rv); err != nil {
 			return err
 		}
-		if tb.Cluster.ResourceVersion() == rv {
+		if tb.cluster.ResourceVersion() == rv {
 			break // the kubelet's own status updates are in, nothing new happened
 		}
 	}
-	for _, ag := range tb.Agents {
+	for _, ag := range tb.agents {
 		if err := ag.WaitSynced(ctx, rv); err != nil {
 			return err
 		}
@@ -278,22 +279,22 @@ func (tb *Testbed) Stop(ctx context.Context) error {
 	}
 	tb.wg.Wait()
 	var errs []error
-	for _, ag := range tb.Agents {
+	for _, ag := range tb.agents {
 		errs = append(errs, ag.CloseHealth())
 	}
 	// Upstream kube-proxy first, then the publisher, then the API server and etcd (the
 	// other order makes the API server hang).
-	for _, ag := range tb.Agents {
+	for _, ag := range tb.agents {
 		errs = append(errs, all.Close(ctx, ag.Backend()))
 	}
 	if tb.publisher != nil {
 		tb.publisher.Stop()
 	}
-	if tb.ControlPlane != nil {
-		errs = append(errs, tb.ControlPlane.Stop(ctx))
+	if tb.cp != nil {
+		errs = append(errs, tb.cp.Stop(ctx))
 	}
-	if tb.Lab != nil {
-		errs = append(errs, tb.Lab.Down(ctx))
+	if tb.lab != nil {
+		errs = append(errs, tb.lab.Down(ctx))
 	}
 	if tb.stateDir != "" {
 		errs = append(errs, os.RemoveAll(tb.stateDir))

@@ -40,7 +40,7 @@ func startTestbed(t *testing.T, backend string, files ...string) *Testbed {
 
 func probeFrom(t *testing.T, tb *Testbed, host string, to netip.AddrPort) probe.Result {
 	t.Helper()
-	pr, err := tb.Lab.Prober(host)
+	pr, err := tb.Prober(host)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -51,9 +51,9 @@ func TestSeedNginxNodePortThroughIPTables(t *testing.T) {
 	for _, backend := range []string{"iptables", "iptables-legacy", "nftables"} {
 		t.Run(backend, func(t *testing.T) {
 			tb := startTestbed(t, backend, "../scenarios/examples/nginx-nodeport.yaml")
-			require.Len(t, tb.Cluster.Pods(), 3, "3 replicas")
+			require.Len(t, tb.Pods(), 3, "3 replicas")
 			var svc *corev1.Service
-			for _, s := range tb.Cluster.Services() {
+			for _, s := range tb.Services() {
 				if s.Name == "nginx-service" {
 					svc = s
 				}
@@ -62,7 +62,7 @@ func TestSeedNginxNodePortThroughIPTables(t *testing.T) {
 			vip := netip.MustParseAddr(svc.Spec.ClusterIP)
 
 			seen := map[string]bool{}
-			for _, node := range tb.Lab.Hosts(lab.KindNode) {
+			for _, node := range tb.Hosts(lab.KindNode) {
 				for range 30 {
 					res := probeFrom(t, tb, "client-0", netip.AddrPortFrom(node.IP, 30791))
 					require.NoError(t, res.Err, "NodePort on %s", node.Name)
@@ -71,7 +71,7 @@ func TestSeedNginxNodePortThroughIPTables(t *testing.T) {
 				}
 				res := probeFrom(t, tb, ProbePod(node.Name), netip.AddrPortFrom(vip, 88))
 				require.NoError(t, res.Err, "ClusterIP from a pod on %s", node.Name)
-				pod, _ := tb.Lab.Host(ProbePod(node.Name))
+				pod, _ := tb.Host(ProbePod(node.Name))
 				assert.Equal(t, pod.IP, res.Answer.Client.Addr(), "pod source IP preserved through ClusterIP")
 			}
 			assert.Len(t, seen, 3, "every endpoint reached through the NodePort")

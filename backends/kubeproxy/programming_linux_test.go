@@ -64,8 +64,8 @@ func programmingMatches(t *testing.T, backend string) {
 	require.NoError(t, tb.Apply(ctx, manifest.RuntimeObjects(objs)...))
 	require.NoError(t, tb.WaitSynced(ctx))
 
-	require.Len(t, tb.Agents, 1)
-	ag := tb.Agents[0]
+	require.Len(t, tb.Agents(), 1)
+	ag := tb.Agents()[0]
 	kp, ok := ag.Backend().(*kubeproxy.Backend)
 	require.True(t, ok, "backend %T", ag.Backend())
 	const count, sum = kubeproxy.MetricProgramming + "_count", kubeproxy.MetricProgramming + "_sum"
@@ -107,7 +107,7 @@ func TestKubeProxyRunsSingleStack(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, tb.Stop(context.Background())) })
 	require.NoError(t, tb.WaitSynced(ctx))
-	res, err := netns.Exec(ctx, tb.Lab.Hosts("node")[0].NetNSPath, netns.Command{Path: "nft", Args: []string{"list", "tables"}})
+	res, err := netns.Exec(ctx, tb.Hosts("node")[0].NetNSPath, netns.Command{Path: "nft", Args: []string{"list", "tables"}})
 	require.NoError(t, err)
 	assert.Contains(t, string(res.Stdout), "table ip kube-proxy\n")
 	assert.NotContains(t, string(res.Stdout), "table ip6 kube-proxy")

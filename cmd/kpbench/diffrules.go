@@ -20,7 +20,6 @@ import (
 	"kpbench.dev/kpbench/backends/all"
 	"kpbench.dev/kpbench/backends/kubeproxy"
 	"kpbench.dev/kpbench/lab"
-	"kpbench.dev/kpbench/lab/manifest"
 	"kpbench.dev/kpbench/scenarios"
 	"kpbench.dev/kpbench/testbed"
 )
@@ -71,7 +70,7 @@ Exit status: 0 no difference, 1 the rule sets differ, 2 bad input, 3 the bench f
 			if err != nil {
 				return usageError{err}
 			}
-			objs, skipped := diffObjects(sc, allApplies)
+			objs, skipped := sc.AppliedObjects(allApplies)
 			for _, s := range skipped {
 				fmt.Fprintf(cmd.ErrOrStderr(), "diff-rules: step %s is not applied (only manifests and apply steps are)\n", s)
 			}
@@ -114,34 +113,6 @@ Exit status: 0 no difference, 1 the rule sets differ, 2 bad input, 3 the bench f
 	return cmd
 }
 
-// diffObjects returns the objects diff-rules applies: the scenario's manifests, then the
-// objects of its apply steps up to the first expect (all of them with allApplies). Other
-// steps are not run; their names are returned.
-func diffObjects(sc *scenarios.Scenario, allApplies bool) (objs []runtime.Object, skipped []string) {
-	add := func(refs []scenarios.ManifestRef) {
-		for _, m := range refs {
-			objs = append(objs, manifest.RuntimeObjects(m.Objects)...)
-		}
-	}
-	add(sc.Manifests)
-	for i, st := range sc.Steps {
-		switch {
-		case st.Apply != nil:
-			add(st.Apply.Manifests)
-		case st.Expect != nil && !allApplies:
-			return objs, skipped
-		case st.Expect != nil || st.Wait != nil || st.Measure != nil:
-		default:
-			name := st.Name
-			if name == "" {
-				name = fmt.Sprint(i + 1)
-			}
-			skipped = append(skipped, name)
-		}
-	}
-	return objs, skipped
-}
-
 type diffRulesOptions struct {
 	node      string
 	normalize kubeproxy.NormalizeOptions
@@ -172,7 +143,7 @@ func dumpBoth(ctx context.Context, sc *scenarios.Scenario, backend, against stri
 	uo := o
 	uo.synced = func(ctx context.Context, tb *testbed.Testbed) error {
 		var err error
-		if own, err = tb.ControlPlane.OwnServices(ctx); err != nil {
+		if own, err = tb.ControlPlane().OwnServices(ctx); err != nil {
 			return err
 		}
 		fmt.Fprintf(o.progress, "diff-rules: the API server's own default/kubernetes Service (%d objects) is applied to %s too\n", len(own), ours)
@@ -223,7 +194,7 @@ func dumpRules(ctx context.Context, sc *scenarios.Scenario, backend string, objs
 			return ruleDump{}, fmt.Errorf("%s: %w", backend, err)
 		}
 	}
-	h, ok := tb.Lab.Host(o.node)
+	h, ok := tb.Host(o.node)
 	if !ok || h.Kind != lab.KindNode {
 		return ruleDump{}, badInput("--node %q: not a node of the scenario's lab", o.node)
 	}

@@ -69,6 +69,12 @@ Exit status: 0 every expectation held, 1 an expectation failed, 2 bad input, 3 t
 			if err != nil {
 				return usageError{err}
 			}
+			if len(backends) == 0 {
+				backends = []string{scenarios.ModeBackend(sc.ProxyConfig.Mode)}
+			}
+			if err := sc.ValidateFor(scenarios.ValidationOptions{Backends: backends, Facts: scenarios.RegistryFacts{}}); err != nil {
+				return usageError{err}
+			}
 			for _, w := range sc.Warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}
@@ -78,7 +84,7 @@ Exit status: 0 every expectation held, 1 an expectation failed, 2 bad input, 3 t
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}
-			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Progress: cmd.ErrOrStderr(), MetricsDir: out, StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout})
+			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Facts: scenarios.RegistryFacts{}, Progress: scenarios.LineProgress{W: cmd.ErrOrStderr()}, MetricsDir: out, StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout})
 			if res != nil {
 				files, err := reports.WriteAll(out, res)
 				if err != nil {

@@ -30,6 +30,75 @@ type Decoder struct {
 	// OnUnknownField, when set, is called for each unknown field instead of reporting an
 	// error (lenient decoding).
 	OnUnknownField UnknownFieldFunc
+	// Shared, when set, is shared with the other decodes of the same file: one work
+	// budget for all of them (aliases cannot multiply the work across the file's values)
+	// and one cache of struct layouts. Nil: each Decode has its own.
+	Shared *Shared
+}
+
+// Shared is what the decodes of one file share: the work budget (values visited, aliases
+// expanded) and the layouts of the struct types decoded so far. It is not safe for
+// concurrent use.
+type Shared struct {
+	budget int
+	fields map[reflect.Type]map[string]fieldInfo
+	rest   map[reflect.Type][]int
+}
+
+// NewShared returns the shared state of one file's decodes, with the full budget.
+func NewShared() *Shared {
+	return &Shared{budget: maxNodes, fields: map[reflect.Type]map[string]fieldInfo{}, rest: map[reflect.Type][]int{}}
+}
+
+// NewSharedFor returns the shared state of the decodes of docs (one file): the budget
+// is what the documents hold as written, four times over (aliases may repeat a value,
+// not multiply the work of a file), plus room for small files, at most the full budget.
+func NewSharedFor(docs ...*Doc) *Shared {
+	sh := NewShared()
+	written := 0
+	for _, d := range docs {
+		written += countNodes(d.Node, maxNodes-written)
+	}
+	sh.budget = min(maxNodes, 4*written+aliasAllowance)
+	return sh
+}
+
+// aliasAllowance is the budget a file has beyond four times what it holds.
+const aliasAllowance = 10000
+
+// countNodes counts the nodes of a tree as written (aliases not followed), at most limit.
+func countNodes(n *yaml.Node, limit int) int {
+	if n == nil || limit <= 0 {
+		return 0
+	}
+	count := 1
+	for _, c := range n.Content {
+		if count >= limit {
+			break
+		}
+		count += countNodes(c, limit-count)
+	}
+	return count
+}
+
+// structFields returns t's fields by JSON name (cached).
+func (sh *Shared) structFields(t reflect.Type) map[string]fieldInfo {
+	f, ok := sh.fields[t]
+	if !ok {
+		f = structFields(t)
+		sh.fields[t] = f
+	}
+	return f
+}
+
+// restField returns the index of t's Rest field, or nil (cached).
+func (sh *Shared) restField(t reflect.Type) []int {
+	r, ok := sh.rest[t]
+	if !ok {
+		r = restField(t)
+		sh.rest[t] = r
+	}
+	return r
 }
 
 // Decode decodes doc strictly into v (a non-nil pointer). It returns Errors listing every
@@ -43,7 +112,11 @@ func (dc Decoder) Decode(doc *Doc, v any) error {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return fmt.Errorf("yamlpos: Decode needs a non-nil pointer, got %T", v)
 	}
-	d := &decoder{doc: doc, unknown: dc.OnUnknownField, budget: maxNodes}
+	sh := dc.Shared
+	if sh == nil {
+		sh = NewShared()
+	}
+	d := &decoder{doc: doc, unknown: dc.OnUnknownField, sh: sh}
 	d.value(doc.Node, nil, rv.Elem())
 	return d.errs.Err()
 }
@@ -53,7 +126,9 @@ type decoder struct {
 	doc     *Doc
 	unknown UnknownFieldFunc
 	errs    Errors
-	budget  int
+	sh      *Shared
+	// overBudget is set once this decode ran out of the shared budget.
+	overBudget bool
 }
 
 // maxErrors bounds the errors one decode reports; past it a document is hopeless.
@@ -77,13 +152,37 @@ func (d *decoder) errorf(n *yaml.Node, path *field.Path, format string, args ...
 var (
 	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 	yamlNodePtrType     = reflect.TypeFor[*yaml.Node]()
+	restType            = reflect.TypeFor[Rest]()
 )
+
+// Rest holds the entries of a mapping that matched no field of the struct holding the
+// Rest, in document order.
+type Rest []Entry
+
+// Entry is one mapping entry kept in a Rest.
+type Entry struct {
+	// Key and Value are the entry's nodes (Key is a scalar).
+	Key, Value *yaml.Node
+	// Path is the entry's field path, relative to the document being decoded.
+	Path *field.Path
+}
+
+// restField returns the index of t's Rest field, or nil.
+func restField(t reflect.Type) []int {
+	for i := range t.NumField() {
+		if f := t.Field(i); f.Type == restType && f.IsExported() {
+			return []int{i}
+		}
+	}
+	return nil
+}
 
 // value decodes n into v (settable).
 func (d *decoder) value(n *yaml.Node, path *field.Path, v reflect.Value) {
-	d.budget--
-	if d.budget < 0 {
-		if d.budget == -1 {
+	d.sh.budget--
+	if d.sh.budget < 0 {
+		if !d.overBudget { // once per decode: every decode past the budget fails
+			d.overBudget = true
 			d.errorf(n, path, "document too large or too many aliases (more than %d values)", maxNodes)
 		}
 		return
@@ -123,7 +222,7 @@ func (d *decoder) value(n *yaml.Node, path *field.Path, v reflect.Value) {
 	case reflect.Slice:
 		d.sliceValue(n, path, v)
 	case reflect.Interface:
-		x, err := toGeneric(n, &d.budget)
+		x, err := toGeneric(n, &d.sh.budget)
 		if err != nil {
 			d.errorf(n, path, "%v", err)
 			return
@@ -137,7 +236,7 @@ func (d *decoder) value(n *yaml.Node, path *field.Path, v reflect.Value) {
 }
 
 func (d *decoder) unmarshalJSON(n *yaml.Node, path *field.Path, u json.Unmarshaler) {
-	x, err := toGeneric(n, &d.budget)
+	x, err := toGeneric(n, &d.sh.budget)
 	if err != nil {
 		d.errorf(n, path, "%v", err)
 		return
@@ -219,7 +318,8 @@ func (d *decoder) structValue(n *yaml.Node, path *field.Path, v reflect.Value) {
 		d.errorf(n, path, "Invalid value: %s: expected a mapping (an object with fields)", describe(n))
 		return
 	}
-	fields := structFields(v.Type())
+	fields := d.sh.structFields(v.Type())
+	rest := d.sh.restField(v.Type())
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
@@ -234,6 +334,11 @@ func (d *decoder) structValue(n *yaml.Node, path *field.Path, v reflect.Value) {
 		seen[k.Value] = k.Line
 		fi, ok := fields[k.Value]
 		if !ok {
+			if rest != nil {
+				f := v.FieldByIndex(rest)
+				f.Set(reflect.Append(f, reflect.ValueOf(Entry{Key: k, Value: val, Path: p})))
+				continue
+			}
 			if d.unknown != nil {
 				d.unknown(p, k, val)
 				continue
@@ -258,12 +363,15 @@ func (d *decoder) key(k *yaml.Node, path *field.Path) bool {
 	return true
 }
 
-// suggest returns ` (did you mean "x"?)` when a field differs from name only by case.
+// suggest returns ` (did you mean "x"?)` naming the field closest to name, when one is
+// close enough to be a likely typo.
 func suggest(name string, fields map[string]fieldInfo) string {
+	names := make([]string, 0, len(fields))
 	for f := range fields {
-		if strings.EqualFold(f, name) {
-			return fmt.Sprintf(" (did you mean %q?)", f)
-		}
+		names = append(names, f)
+	}
+	if c := Closest(name, names); c != "" {
+		return fmt.Sprintf(" (did you mean %q?)", c)
 	}
 	return ""
 }

@@ -27,6 +27,10 @@ const DefaultClientIPTimeoutSeconds int32 = 10800
 //   - Pod and Deployment: container ports' protocol TCP; Deployment replicas 1;
 //   - EndpointSlice: ports[].protocol TCP.
 func SetDefaults(obj KubeObject) {
+	if ns, ok := obj.(*corev1.Namespace); ok { // cluster-scoped
+		ns.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: KindNamespace}
+		return
+	}
 	if obj.GetNamespace() == "" {
 		obj.SetNamespace(DefaultNamespace)
 	}

@@ -9,9 +9,12 @@
 //
 //	svc.yaml:14: spec.ports[0].nodePort: Invalid value: 80: must be in range 30000-32767
 //
-// Other kinds (ConfigMap, Namespace, Ingress, ...) are rejected rather than skipped: a
-// scenario that silently lost an object would measure something else than its author
-// meant. Documents that are empty (or hold only comments) are skipped. Fields kpbench does
+// A file may also hold v1 Namespaces (accepted and checked; the lab has every namespace,
+// so RuntimeObjects leaves them out) and v1 Lists of such objects (`kind: List` with
+// `items`), as kubectl accepts them. Other kinds (ConfigMap, Ingress, ...) are rejected
+// rather than skipped: a scenario that silently lost an object would measure something
+// else than its author meant. Documents that are empty (or hold only comments) are
+// skipped. Fields kpbench does
 // not use (images, commands, volumes, resources, ...) are accepted and ignored.
 package manifest
 
@@ -35,7 +38,7 @@ import (
 
 // KubeObject is what every object this package returns implements: a typed API object
 // with metadata. Its dynamic type is one of *corev1.Service, *corev1.Pod,
-// *appsv1.Deployment or *discoveryv1.EndpointSlice.
+// *appsv1.Deployment, *discoveryv1.EndpointSlice or *corev1.Namespace.
 type KubeObject interface {
 	runtime.Object
 	metav1.Object
@@ -61,11 +64,14 @@ type Object struct {
 }
 
 // RuntimeObjects returns the typed objects of objs, in order, as the lab's cluster
-// (cluster.Cluster.Apply) takes them.
+// (cluster.Cluster.Apply) takes them. Namespaces are left out: the lab's control plane
+// has every namespace.
 func RuntimeObjects(objs []Object) []runtime.Object {
-	out := make([]runtime.Object, len(objs))
-	for i, o := range objs {
-		out[i] = o.Object
+	out := make([]runtime.Object, 0, len(objs))
+	for _, o := range objs {
+		if o.Kind() != KindNamespace {
+			out = append(out, o.Object)
+		}
 	}
 	return out
 }
@@ -92,12 +98,15 @@ const (
 	KindPod           = "Pod"
 	KindDeployment    = "Deployment"
 	KindEndpointSlice = "EndpointSlice"
+	KindNamespace     = "Namespace"
+	// KindList is a v1 List: its items are objects of the other kinds.
+	KindList = "List"
 )
 
 // apiVersions maps each supported kind to its only accepted apiVersion.
 func apiVersionOf(kind string) (string, bool) {
 	switch kind {
-	case KindService, KindPod:
+	case KindService, KindPod, KindNamespace, KindList:
 		return "v1", true
 	case KindDeployment:
 		return "apps/v1", true
@@ -108,7 +117,7 @@ func apiVersionOf(kind string) (string, bool) {
 }
 
 // supportedKinds lists the kinds Parse accepts, for messages.
-const supportedKinds = "Service, Pod, Deployment, EndpointSlice"
+const supportedKinds = "Service, Pod, Deployment, EndpointSlice, Namespace (and List of them)"
 
 // DefaultNodePortRange returns the API server's default --service-node-port-range,
 // 30000-32767.
@@ -151,6 +160,10 @@ func ParsePortRange(s string) (PortRange, error) {
 type Parser struct {
 	// NodePortRange is the cluster's node port range (zero: DefaultNodePortRange()).
 	NodePortRange PortRange
+	// Shared, when set, is shared by the decodes of ParseDoc and ParseObjects (the
+	// objects of one file: one work budget, one cache; see yamlpos.Shared). Parse uses
+	// one per file whatever this says.
+	Shared *yamlpos.Shared
 }
 
 // Parse reads the objects of one YAML file with the default Parser. file names the data
@@ -205,8 +218,61 @@ func (p Parser) Parse(file string, data []byte) ([]Object, error) {
 	}
 	var objs []Object
 	var errs yamlpos.Errors
+	p.Shared = yamlpos.NewSharedFor(docs...)
 	for _, doc := range docs {
+		o, err := p.ParseObjects(doc)
+		if err != nil {
+			errs = append(errs, yamlpos.AsErrors(err)...)
+			continue
+		}
+		objs = append(objs, o...)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return objs, nil
+}
+
+// List is a v1 List as a manifest holds it: its items are decoded one by one.
+type List struct {
+	APIVersion string          `json:"apiVersion"`
+	Kind       string          `json:"kind"`
+	Metadata   metav1.ListMeta `json:"metadata"`
+	Items      []*yaml.Node    `json:"items"`
+}
+
+// ParseObjects decodes, defaults and validates the objects held by doc (a document from
+// yamlpos.Split, or an object nested in another file, such as a scenario's inline
+// manifest): one object, or the items of a List.
+func (p Parser) ParseObjects(doc *yamlpos.Doc) ([]Object, error) {
+	kind, err := typeMeta(doc)
+	if err != nil {
+		return nil, err
+	}
+	if kind != KindList {
 		o, err := p.ParseDoc(doc)
+		if err != nil {
+			return nil, err
+		}
+		return []Object{o}, nil
+	}
+	var l List
+	if err := (yamlpos.Decoder{Shared: p.Shared}).Decode(doc, &l); err != nil {
+		return nil, err
+	}
+	var objs []Object
+	var errs yamlpos.Errors
+	for i, item := range l.Items {
+		base := field.NewPath("items").Index(i)
+		if doc.Base != nil {
+			base = doc.Base.Child("items").Index(i)
+		}
+		itemDoc := &yamlpos.Doc{File: doc.File, Node: item, Base: base}
+		if k, err := typeMeta(itemDoc); err == nil && k == KindList {
+			errs = append(errs, itemDoc.Errorf("kind", "Unsupported value: %q: a List's items are objects, not Lists", k))
+			continue
+		}
+		o, err := p.ParseDoc(itemDoc)
 		if err != nil {
 			errs = append(errs, yamlpos.AsErrors(err)...)
 			continue
@@ -219,16 +285,18 @@ func (p Parser) Parse(file string, data []byte) ([]Object, error) {
 	return objs, nil
 }
 
-// ParseDoc decodes, defaults and validates the one object held by doc (a document from
-// yamlpos.Split, or an object nested in another file, such as a scenario's inline
-// manifest).
+// ParseDoc decodes, defaults and validates the one object held by doc (not a List: see
+// ParseObjects).
 func (p Parser) ParseDoc(doc *yamlpos.Doc) (Object, error) {
 	kind, err := typeMeta(doc)
 	if err != nil {
 		return Object{}, err
 	}
+	if kind == KindList {
+		return Object{}, yamlpos.Errors{doc.Errorf("kind", "Unsupported value: %q: one object is expected here", kind)}
+	}
 	obj := newObject(kind)
-	if err := yamlpos.Decode(doc, obj); err != nil {
+	if err := (yamlpos.Decoder{Shared: p.Shared}).Decode(doc, obj); err != nil {
 		return Object{}, err
 	}
 	SetDefaults(obj)
@@ -305,6 +373,8 @@ func newObject(kind string) KubeObject {
 		return &corev1.Pod{}
 	case KindDeployment:
 		return &appsv1.Deployment{}
+	case KindNamespace:
+		return &corev1.Namespace{}
 	default:
 		return &discoveryv1.EndpointSlice{}
 	}
@@ -326,6 +396,8 @@ func (p Parser) Validate(obj KubeObject) field.ErrorList {
 		return validateDeployment(o)
 	case *discoveryv1.EndpointSlice:
 		return validateEndpointSlice(o)
+	case *corev1.Namespace:
+		return validateNamespace(o)
 	default:
 		return field.ErrorList{field.InternalError(nil, fmt.Errorf("unsupported object type %T", obj))}
 	}

@@ -190,7 +190,15 @@ func TestMalformed(t *testing.T) {
 		{"missing kind", "apiVersion: v1\nmetadata: {name: a}\n", 1, "kind", "Required value"},
 		{"missing apiVersion", "kind: Service\nmetadata: {name: a}\n", 1, "apiVersion", "Required value"},
 		{"unsupported kind", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", 2, "kind", `Unsupported value: "ConfigMap"`},
-		{"namespace kind", "---\napiVersion: v1\nkind: Namespace\n", 3, "kind", "kpbench reads only Service, Pod, Deployment, EndpointSlice"},
+		{"namespace without a name", "---\napiVersion: v1\nkind: Namespace\n", 2, "metadata.name", "Required value"},
+		{"namespace with a namespace", "apiVersion: v1\nkind: Namespace\nmetadata: {name: a, namespace: b}\n", 3, "metadata.namespace", "not namespaced"},
+		{"namespace bad name", "apiVersion: v1\nkind: Namespace\nmetadata: {name: A_b}\n", 3, "metadata.name", "Invalid value"},
+		{"namespace unknown field", "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\nspce: {}\n", 4, "spce", "unknown field"},
+		{"list item error", "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Service\n  metadata: {name: a}\n  spec: {ports: [{port: 0}]}\n", 7, "items[0].spec.ports[0].port", "between 1 and 65535"},
+		{"list item unsupported kind", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap}\n", 4, "items[0].kind", `Unsupported value: "ConfigMap"`},
+		{"list in a list", "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: List, items: []}\n", 4, "items[0].kind", "not Lists"},
+		{"list unknown field", "apiVersion: v1\nkind: List\nitem: []\n", 3, "item", `did you mean "items"?`},
+		{"list wrong apiVersion", "apiVersion: apps/v1\nkind: List\nitems: []\n", 1, "apiVersion", `must be "v1"`},
 		{"wrong apiVersion", "apiVersion: apps/v1beta1\nkind: Deployment\n", 1, "apiVersion", `must be "apps/v1"`},
 		{"unknown field", svc("  ports: [{port: 80}]", "  prots: []"), 7, "spec.prots", "unknown field"},
 		{"unknown nested field", svc("  ports:", "  - port: 80", "    targetport: 80"), 8, "spec.ports[0].targetport", `did you mean "targetPort"?`},
@@ -319,4 +327,38 @@ func TestReadFilesErrors(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), bad+":6: spec.ports[0].port")
 	assert.Contains(t, err.Error(), "missing.yaml")
+}
+
+// TestParseNamespaceAndList: a file may hold Namespaces and Lists of objects, as
+// kubectl accepts; the Namespaces are checked and left out of what is applied.
+func TestParseNamespaceAndList(t *testing.T) {
+	src := `apiVersion: v1
+kind: Namespace
+metadata: {name: shop, labels: {team: a}}
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Namespace
+  metadata: {name: other}
+- apiVersion: v1
+  kind: Service
+  metadata: {name: web, namespace: shop}
+  spec: {selector: {app: web}, ports: [{port: 80}]}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: web-0, namespace: shop, labels: {app: web}}
+  spec: {containers: [{name: c, image: i}]}
+`
+	objs, err := Parse("l.yaml", []byte(src))
+	require.NoError(t, err)
+	require.Len(t, objs, 4)
+	assert.Equal(t, Key{Kind: KindNamespace, Name: "shop"}, objs[0].Key())
+	assert.Equal(t, Key{Kind: KindNamespace, Name: "other"}, objs[1].Key())
+	assert.Equal(t, Key{Kind: KindService, Namespace: "shop", Name: "web"}, objs[2].Key())
+	assert.Equal(t, Source{File: "l.yaml", Line: 11}, objs[2].Source, "an item's source is its own line")
+	applied := RuntimeObjects(objs)
+	require.Len(t, applied, 2, "namespaces are not applied: the lab has every namespace")
+	assert.IsType(t, &corev1.Service{}, applied[0])
 }

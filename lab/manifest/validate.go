@@ -290,6 +290,24 @@ func validateTargetPort(tp intstr.IntOrString, p *field.Path) field.ErrorList {
 	return validatePortNum(tp.IntVal, p)
 }
 
+// validateNamespace checks a Namespace: a DNS-1123 label, and cluster-scoped.
+func validateNamespace(ns *corev1.Namespace) field.ErrorList {
+	p := field.NewPath("metadata")
+	var errs field.ErrorList
+	if ns.Name == "" {
+		errs = append(errs, field.Required(p.Child("name"), ""))
+	}
+	for _, msg := range validation.IsDNS1123Label(ns.Name) {
+		if ns.Name != "" {
+			errs = append(errs, field.Invalid(p.Child("name"), ns.Name, msg))
+		}
+	}
+	if ns.Namespace != "" {
+		errs = append(errs, field.Forbidden(p.Child("namespace"), "a Namespace is not namespaced"))
+	}
+	return append(errs, validateLabelMap(ns.Labels, p.Child("labels"))...)
+}
+
 func validatePod(pod *corev1.Pod) field.ErrorList {
 	errs := validateMeta(&pod.ObjectMeta, false)
 	errs = append(errs, validatePodSpec(&pod.Spec, field.NewPath("spec"))...)

@@ -90,19 +90,19 @@ func Run(ctx context.Context, tb *testbed.Testbed, o Options) ([]Outcome, error)
 		return nil, err
 	}
 	podByIP := map[netip.Addr]string{}
-	for _, p := range tb.Lab.Hosts(lab.KindPod) {
+	for _, p := range tb.Hosts(lab.KindPod) {
 		podByIP[p.IP] = p.Name
 	}
-	nodes := tb.Lab.Hosts(lab.KindNode)
-	clients := tb.Lab.Hosts(lab.KindClient)
+	nodes := tb.Hosts(lab.KindNode)
+	clients := tb.Hosts(lab.KindClient)
 	if len(clients) == 0 {
 		return nil, fmt.Errorf("check needs an external client in the lab")
 	}
 	client := clients[0].Name
-	view := backends.BuildState(backends.NodeView{}, backends.ViewOptions{}, tb.Cluster.Services(), tb.Cluster.EndpointSlices())
+	view := backends.BuildState(backends.NodeView{}, backends.ViewOptions{}, tb.Services(), tb.EndpointSlices())
 
 	var out []Outcome
-	services := tb.Cluster.Services()
+	services := tb.Services()
 	sort.Slice(services, func(i, j int) bool {
 		return services[i].Namespace+"/"+services[i].Name < services[j].Namespace+"/"+services[j].Name
 	})
@@ -117,7 +117,7 @@ func Run(ctx context.Context, tb *testbed.Testbed, o Options) ([]Outcome, error)
 				continue
 			}
 			for _, ext := range append(slices.Clone(sp.ExternalIPs), sp.LoadBalancerIPs...) {
-				if err := tb.Lab.AddClientRoute(ctx, netip.PrefixFrom(ext, 32)); err != nil {
+				if err := tb.AddClientRoute(ctx, netip.PrefixFrom(ext, 32)); err != nil {
 					return out, err
 				}
 			}
@@ -215,7 +215,7 @@ func checkPath(ctx context.Context, tb *testbed.Testbed, o Options, sp *backends
 		out.Verdict, out.Detail = Pass, "not checked: the lab's echo servers speak TCP and UDP only"
 		return out
 	}
-	pr, err := tb.Lab.Prober(p.from)
+	pr, err := tb.Prober(p.from)
 	if err != nil {
 		out.Verdict, out.Detail = Fail, err.Error()
 		return out

@@ -3,10 +3,10 @@
 // Package conformance runs kpbench's conformance suite: one scenario file per kube-proxy
 // e2e behaviour (the *.yaml files of this directory; manifests they share are in
 // manifests/), each a case, on every backend, and judges each case × backend as pass,
-// fail, skip, xfail (a failure the scenario declares in knownFailures) or xpass (a
-// declared failure that did not happen).
+// fail, skip, xfail (only steps that declare a knownFailure on that backend failed) or
+// xpass (a declared failure that did not happen).
 //
-// Every expectation of a scenario must hold for its case to pass. A backend that cannot
+// Every other step of a scenario must hold for its case to pass. A backend that cannot
 // even run an empty lab on this machine is skipped with the reason, never a crash.
 package conformance
 
@@ -30,27 +30,27 @@ import (
 // DefaultDir is where the suite lives, relative to the repository root.
 const DefaultDir = "scenarios/conformance"
 
-// Outcome is the verdict on one case × backend.
-type Outcome string
+// Outcome is the verdict on one case × backend (scenarios.Judge).
+type Outcome = scenarios.Outcome
 
 // Outcomes.
 const (
 	// Pass: every step and expectation held.
-	Pass Outcome = "pass"
-	// Fail: something failed that the scenario does not declare.
-	Fail Outcome = "fail"
+	Pass = scenarios.Pass
+	// Fail: a step failed that declares no known failure on the backend.
+	Fail = scenarios.Fail
 	// Skip: the backend cannot run on this machine (Reason says why).
-	Skip Outcome = "skip"
-	// XFail: the case failed on a backend its knownFailures names.
-	XFail Outcome = "xfail"
-	// XPass: the case passed on a backend its knownFailures names (the declaration is
-	// stale).
-	XPass Outcome = "xpass"
+	Skip = scenarios.Skip
+	// XFail: only steps declaring a known failure on the backend failed.
+	XFail = scenarios.XFail
+	// XPass: a step declaring a known failure on the backend passed (the declaration
+	// is stale).
+	XPass = scenarios.XPass
 )
 
 // Load reads the suite: every *.yaml file of dir (manifests/ holds no scenario), sorted by
 // scenario name, keeping those whose name matches the glob cases ("" or "*": all). Each
-// file is loaded and validated by scenarios.Load; knownFailures must name known backends.
+// file is loaded and validated by scenarios.Load.
 func Load(dir, cases string) ([]*scenarios.Scenario, error) {
 	if cases == "" {
 		cases = "*"
@@ -72,11 +72,6 @@ func Load(dir, cases string) ([]*scenarios.Scenario, error) {
 		if err != nil {
 			errs = append(errs, err)
 			continue
-		}
-		for b := range sc.KnownFailures {
-			if !all.Valid(b) {
-				errs = append(errs, fmt.Errorf("%s: knownFailures: unknown backend %q (known: %s)", f, b, strings.Join(all.Names(), ", ")))
-			}
 		}
 		if ok, _ := filepath.Match(cases, sc.Name); ok {
 			out = append(out, sc)
@@ -203,7 +198,7 @@ func Preflight(ctx context.Context, backend string) string {
 	if err != nil {
 		return "preflight scenario: " + err.Error()
 	}
-	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}})
+	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: scenarios.LineProgress{}})
 	if err != nil {
 		return "cannot run here: " + firstLine(err.Error())
 	}
@@ -217,7 +212,7 @@ func Preflight(ctx context.Context, backend string) string {
 // account; o's Backends are not used.
 func RunCase(ctx context.Context, sc *scenarios.Scenario, backend string, o Options) Result {
 	start := time.Now()
-	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: o.Progress, StateDir: o.StateDir, WaitTimeout: o.WaitTimeout})
+	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: scenarios.LineProgress{W: o.Progress}, StateDir: o.StateDir, WaitTimeout: o.WaitTimeout})
 	out := Result{Case: sc.Name, Description: sc.Description, Backend: backend, Outcome: Pass, Duration: time.Since(start)}
 	if res != nil {
 		out.Steps = res.Cases
@@ -226,28 +221,10 @@ func RunCase(ctx context.Context, sc *scenarios.Scenario, backend string, o Opti
 	return out
 }
 
-// judge turns a run's step cases and error into an outcome, taking knownFailures into
-// account.
+// judge turns a run's step cases and error into an outcome, taking the steps' known
+// failures into account (scenarios.Judge).
 func judge(sc *scenarios.Scenario, backend string, steps []reports.Case, runErr error) (Outcome, string) {
-	var failed []string
-	for _, c := range steps {
-		if c.Result == reports.CaseFail && c.Name != sc.Name { // the run-level case repeats a step's error
-			failed = append(failed, c.Name+": "+firstLine(c.Reason))
-		}
-	}
-	if runErr != nil && len(failed) == 0 {
-		failed = append(failed, firstLine(runErr.Error()))
-	}
-	known, declared := sc.KnownFailures[backend]
-	switch {
-	case len(failed) > 0 && declared:
-		return XFail, known + " (failed: " + strings.Join(failed, "; ") + ")"
-	case len(failed) > 0:
-		return Fail, strings.Join(failed, "; ")
-	case declared:
-		return XPass, "declared known failure did not happen: " + known
-	}
-	return Pass, ""
+	return sc.Judge(backend, steps, runErr)
 }
 
 func firstLine(s string) string {

@@ -25,8 +25,8 @@ func TestLoadSuite(t *testing.T) {
 		assert.Contains(t, sc.Description, "[sig-network]", "%s: description must name the e2e test it mirrors", sc.Name)
 		assert.Equal(t, 2, sc.Topology.Nodes, "%s: the suite uses small labs", sc.Name)
 		for i, st := range sc.Steps {
-			if st.Expect != nil {
-				assert.NotEmpty(t, st.Name, "%s: expect step %d needs a name (it is a case in reports)", sc.Name, i)
+			if st.Kind == "expect" || st.KnownFailure != nil {
+				assert.NotEmpty(t, st.Name, "%s: step %d needs a name (it is a case in reports)", sc.Name, i)
 			}
 		}
 	}
@@ -61,17 +61,30 @@ func TestLoadFilters(t *testing.T) {
 }
 
 func TestLoadRejectsUnknownKnownFailureBackend(t *testing.T) {
-	dir := t.TempDir()
-	sc := "apiVersion: kpbench.dev/v1alpha1\nkind: Scenario\nname: x\nknownFailures: {nosuch: \"why\"}\nsteps:\n- wait: {synced: true}\n"
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "x.yaml"), []byte(sc), 0o644))
-	_, err := Load(dir, "")
-	require.ErrorContains(t, err, `unknown backend "nosuch"`)
+	for name, sc := range map[string]string{
+		"per step":      "apiVersion: kpbench.dev/v1alpha1\nkind: Scenario\nname: x\nsteps:\n- name: w\n  wait: {synced: true}\n  knownFailure: {reason: why, backends: [nosuch]}\n",
+		"scenario-wide": "apiVersion: kpbench.dev/v1alpha1\nkind: Scenario\nname: x\nknownFailures: {userspace: \"why\"}\nsteps:\n- wait: {synced: true}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "x.yaml"), []byte(sc), 0o644))
+			_, err := Load(dir, "")
+			require.Error(t, err)
+			if name == "per step" {
+				assert.Contains(t, err.Error(), `steps[0].knownFailure.backends[0]: Unsupported value: "nosuch"`)
+			} else {
+				assert.Contains(t, err.Error(), "knownFailures: Forbidden")
+			}
+		})
+	}
 }
 
 func TestJudge(t *testing.T) {
-	sc := &scenarios.Scenario{Name: "case", KnownFailures: map[string]string{"userspace": "source IP is lost"}}
-	pass := []reports.Case{{Name: "a", Result: reports.CasePass}}
+	known := &scenarios.KnownFailure{Reason: "source IP is lost", Issue: "kubernetes/kubernetes#1", Backends: []string{"userspace"}}
+	sc := &scenarios.Scenario{Name: "case", Steps: []scenarios.Step{{Name: "a"}, {Name: "b", KnownFailure: known}}}
+	pass := []reports.Case{{Name: "a", Result: reports.CasePass}, {Name: "b", Result: reports.CasePass}}
 	fail := []reports.Case{{Name: "a", Result: reports.CasePass}, {Name: "b", Result: reports.CaseFail, Reason: "expected x"}, {Name: "case", Result: reports.CaseFail, Reason: "b: expected x"}}
+	otherFails := []reports.Case{{Name: "a", Result: reports.CaseFail, Reason: "expected y"}, {Name: "b", Result: reports.CaseFail, Reason: "expected x"}}
 	tests := []struct {
 		name       string
 		backend    string
@@ -83,8 +96,9 @@ func TestJudge(t *testing.T) {
 		{"pass", "iptables", pass, nil, Pass, ""},
 		{"fail names the step", "iptables", fail, errors.New("b: expected x"), Fail, "b: expected x"},
 		{"bench error without step case", "iptables", nil, errors.New("lab: boom"), Fail, "lab: boom"},
-		{"declared failure", "userspace", fail, errors.New("b"), XFail, "source IP is lost"},
+		{"declared failure", "userspace", fail, errors.New("b"), XFail, "source IP is lost (kubernetes/kubernetes#1)"},
 		{"declared failure passes", "userspace", pass, nil, XPass, "did not happen: source IP is lost"},
+		{"an undeclared step fails beside a declared one", "userspace", otherFails, nil, Fail, "a: expected y"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -27,11 +27,43 @@ import (
 	"kpbench.dev/kpbench/lab/probe"
 	"kpbench.dev/kpbench/reports"
 	"kpbench.dev/kpbench/reports/stats"
-	"kpbench.dev/kpbench/testbed"
 )
 
 // Measurement is one named series of raw samples with its parameters.
 type Measurement = reports.Measurement
+
+// Proxy is the proxy of one node as the measurements see it: its sync records, a way to
+// force a sync, and its metrics. A testbed's *agent.Agent is one.
+type Proxy interface {
+	// Node names the proxy's node.
+	Node() string
+	// ForceSync syncs now (fully when full) and returns the sync's record.
+	ForceSync(ctx context.Context, full bool) (agent.SyncRecord, error)
+	// Records returns every sync so far, in order.
+	Records() []agent.SyncRecord
+	// Metrics returns the proxy's metrics (network programming latencies, ...).
+	Metrics() agent.Metrics
+}
+
+// Prober sends probes from one host. The lab's *probe.Prober is one (through an adapter
+// for Dial's result).
+type Prober interface {
+	// Request opens a new connection (or sends a datagram), sends one request and reads
+	// the answer.
+	Request(ctx context.Context, target probe.Target, opts probe.Options) probe.Result
+	// Connect opens a new connection and times its handshake.
+	Connect(ctx context.Context, target probe.Target, opts probe.Options) probe.Result
+	// Dial opens a connection kept for several requests.
+	Dial(ctx context.Context, target probe.Target, opts probe.Options) (Conn, error)
+}
+
+// Conn is one established connection of a Prober.
+type Conn interface {
+	// Request sends one request over the connection and reads the answer.
+	Request(ctx context.Context) probe.Result
+	// Close closes the connection.
+	Close() error
+}
 
 func params(kv ...string) map[string]string {
 	m := make(map[string]string, len(kv)/2)
@@ -49,11 +81,11 @@ func seconds(ds []time.Duration) []float64 {
 	return out
 }
 
-// Sync times `repeats` syncs of node 0's agent, full or partial. A partial sync is made
-// by changing one service (change is called before each repeat and must change exactly one
-// service); a full sync rewrites everything on the current state.
-func Sync(ctx context.Context, tb *testbed.Testbed, full bool, repeats int, change func(ctx context.Context, i int) error, extra map[string]string) ([]Measurement, error) {
-	ag := tb.Agents[0]
+// Sync times `repeats` syncs of a node's proxy, full or partial. A partial sync is made
+// by changing one service (change is called before each repeat, must change exactly one
+// service, and wait until the change is programmed); a full sync rewrites everything on
+// the current state.
+func Sync(ctx context.Context, ag Proxy, full bool, repeats int, change func(ctx context.Context, i int) error, extra map[string]string) ([]Measurement, error) {
 	var total, gen, apply, cpu []time.Duration
 	var bytes, rules, changed []float64
 	for i := range repeats {
@@ -64,15 +96,12 @@ func Sync(ctx context.Context, tb *testbed.Testbed, full bool, repeats int, chan
 				return nil, err
 			}
 			if !r.Result.Full {
-				return nil, fmt.Errorf("sync: %s was asked for a full sync and did a partial one", tb.Backend())
+				return nil, fmt.Errorf("sync: the proxy of %s was asked for a full sync and did a partial one", ag.Node())
 			}
 			rec = r
 		} else {
 			before := len(ag.Records())
 			if err := change(ctx, i); err != nil {
-				return nil, err
-			}
-			if err := tb.WaitSynced(ctx); err != nil {
 				return nil, err
 			}
 			recs := ag.Records()[before:]
@@ -87,7 +116,9 @@ func Sync(ctx context.Context, tb *testbed.Testbed, full bool, repeats int, chan
 		total = append(total, rec.Duration())
 		gen = append(gen, rec.Result.Generate+rec.View)
 		apply = append(apply, rec.Result.Apply)
-		cpu = append(cpu, rec.Result.ApplyCPU)
+		if rec.Result.ApplyCPU > 0 {
+			cpu = append(cpu, rec.Result.ApplyCPU)
+		}
 		bytes = append(bytes, float64(rec.Result.Bytes))
 		rules = append(rules, float64(rec.Result.Rules))
 		changed = append(changed, float64(rec.Result.ChangedServices))
@@ -103,26 +134,47 @@ func Sync(ctx context.Context, tb *testbed.Testbed, full bool, repeats int, chan
 		}
 		return Measurement{Name: name, Params: p, Unit: unit, Samples: samples}
 	}
-	return []Measurement{
-		mk("sync", "s", seconds(total)),
-		mk("sync-generate", "s", seconds(gen)),
-		mk("sync-apply", "s", seconds(apply)),
-		mk("sync-apply-cpu", "s", seconds(cpu)),
-		mk("sync-bytes", "bytes", bytes),
-		mk("sync-rules", "count", rules),
-		mk("sync-changed-services", "count", changed),
-	}, nil
+	out := []Measurement{
+		mk(MeasureSync, "s", seconds(total)),
+		mk(MeasureSyncGenerate, "s", seconds(gen)),
+		mk(MeasureSyncApply, "s", seconds(apply)),
+	}
+	// The tool's CPU time is measured only by backends that exec a tool: absent, not 0,
+	// for the others.
+	if len(cpu) == len(total) {
+		out = append(out, mk(MeasureSyncApplyCPU, "s", seconds(cpu)))
+	}
+	return append(out,
+		mk(MeasureSyncBytes, "bytes", bytes),
+		mk(MeasureSyncRules, "count", rules),
+		mk(MeasureSyncChangedServices, "count", changed),
+	), nil
 }
+
+// Names of the figures Sync produces beside MeasureSync (the wall time).
+const (
+	// MeasureSync is the wall time of a sync (reports.MeasureSync).
+	MeasureSync = reports.MeasureSync
+	// MeasureSyncGenerate is the time spent building the rules in our code.
+	MeasureSyncGenerate = "sync-generate"
+	// MeasureSyncApply is the wall time of writing them to the kernel (the tool's run).
+	MeasureSyncApply = "sync-apply"
+	// MeasureSyncApplyCPU is the CPU time of the tool that wrote them (only backends that
+	// exec a tool measure it).
+	MeasureSyncApplyCPU = "sync-apply-cpu"
+	// MeasureSyncBytes is the size of what a sync wrote.
+	MeasureSyncBytes = "sync-bytes"
+	// MeasureSyncRules is the number of rules a sync wrote.
+	MeasureSyncRules = "sync-rules"
+	// MeasureSyncChangedServices is the number of Services a sync rewrote.
+	MeasureSyncChangedServices = "sync-changed-services"
+)
 
 // Lookup measures first-packet cost: `samples` TCP connects from host to each target
 // (position name → address), interleaved so drift hits every position alike, then the
 // request latency over one established connection to the last target as the control
 // (established flows skip the rule walk).
-func Lookup(ctx context.Context, tb *testbed.Testbed, from string, targets map[string]netip.AddrPort, samples int, extra map[string]string) ([]Measurement, error) {
-	pr, err := tb.Lab.Prober(from)
-	if err != nil {
-		return nil, err
-	}
+func Lookup(ctx context.Context, pr Prober, from string, targets map[string]netip.AddrPort, samples int, extra map[string]string) ([]Measurement, error) {
 	positions := make([]string, 0, len(targets))
 	for p := range targets {
 		positions = append(positions, p)
@@ -176,11 +228,7 @@ func Lookup(ctx context.Context, tb *testbed.Testbed, from string, targets map[s
 // among the expected ones; the measurement's samples are the counts per endpoint (in the
 // order of expected), with the chi-square statistic, degrees of freedom and p-value
 // against shares (uniform when nil) in Extra.
-func Distribution(ctx context.Context, tb *testbed.Testbed, from string, target netip.AddrPort, proto lab.Protocol, expected []string, shares []float64, n int, extra map[string]string) (Measurement, error) {
-	pr, err := tb.Lab.Prober(from)
-	if err != nil {
-		return Measurement{}, err
-	}
+func Distribution(ctx context.Context, pr Prober, target netip.AddrPort, proto lab.Protocol, expected []string, shares []float64, n int, extra map[string]string) (Measurement, error) {
 	index := map[string]int{}
 	for i, pod := range expected {
 		index[pod] = i
@@ -219,10 +267,10 @@ func Distribution(ctx context.Context, tb *testbed.Testbed, from string, target 
 	return m, nil
 }
 
-// ProgrammingLatency returns every node's network programming latencies so far.
-func ProgrammingLatency(tb *testbed.Testbed, extra map[string]string) Measurement {
+// ProgrammingLatency returns the network programming latencies of every proxy so far.
+func ProgrammingLatency(proxies []Proxy, extra map[string]string) Measurement {
 	var all []time.Duration
-	for _, ag := range tb.Agents {
+	for _, ag := range proxies {
 		all = append(all, ag.Metrics().NetworkProgramming...)
 	}
 	p := params()

@@ -22,7 +22,7 @@ import (
 // Equivalent to: `iptables-save | grep -c '^-A'`, `nft list table ip kube-proxy` or
 // `ipvsadm -Ln`.
 func KernelRules(ctx context.Context, tb *testbed.Testbed) (int, error) {
-	node := tb.Lab.Hosts("node")[0]
+	node := tb.Hosts("node")[0]
 	f, ok := all.Lookup(tb.Backend())
 	if !ok {
 		return 0, fmt.Errorf("rules: no way to count %s rules", tb.Backend())

@@ -33,7 +33,7 @@ func stateCommands(backend string) []netns.Command {
 // Equivalent to, per node: `ip netns exec $ns sh -c 'ipvsadm -Ln; ipvsadm -Ln --stats;
 // ipvsadm -Lnc; conntrack -L'` (or iptables-nft-save, nft list table ip kube-proxy).
 func WriteNodeState(ctx context.Context, tb *testbed.Testbed, w io.Writer) error {
-	for _, node := range tb.Lab.Hosts("node") {
+	for _, node := range tb.Hosts("node") {
 		for _, cmd := range stateCommands(tb.Backend()) {
 			if _, err := fmt.Fprintf(w, "### %s (%s): %s\n", node.Name, tb.Backend(), cmd); err != nil {
 				return fmt.Errorf("node state: %w", err)

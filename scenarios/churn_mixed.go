@@ -9,9 +9,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/netip"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,14 +16,10 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"kpbench.dev/kpbench/backends/agent"
 	"kpbench.dev/kpbench/lab"
-	"kpbench.dev/kpbench/lab/cluster"
-	"kpbench.dev/kpbench/lab/probe"
-	"kpbench.dev/kpbench/reports"
+	"kpbench.dev/kpbench/lab/manifest"
 	"kpbench.dev/kpbench/scenarios/measure"
 	"kpbench.dev/kpbench/scenarios/synth"
-	"kpbench.dev/kpbench/testbed"
 )
 
 // Defaults of a churn step's prober (ChurnProbe).
@@ -41,10 +34,11 @@ const (
 // deletes it: long enough for its addition to be programmed and seen first.
 const churnDeleteLag = 2 * time.Second
 
-// churnRun is what a mixed churn step leaves for the measurements after it.
+// churnRun is what a mixed churn step leaves for the measurements after it (the
+// programming-latency and churn measurements).
 type churnRun struct {
 	log        *measure.ChangeLog // nil without a prober
-	agent      *agent.Agent       // the probing node's
+	proxy      Proxy              // the probing node's
 	start, end time.Time          // the churn's changes (end: the prober's tail included)
 	target     float64            // changes per second asked
 	achieved   float64            // changes per second made
@@ -55,7 +49,7 @@ type churnRun struct {
 // analyze judges the churn's log against the probing node's syncs (once).
 func (c *churnRun) analyze() measure.ChurnResult {
 	if c.result == nil {
-		res := c.log.Analyze(c.agent.Records())
+		res := c.log.Analyze(c.proxy.Records())
 		c.result = &res
 	}
 	return *c.result
@@ -73,21 +67,19 @@ type synthExtra struct {
 // Service, and deleting one it added at least churnDeleteLag before (or, when none is that
 // old yet, another endpoint replacement). With c.Probe, a prober runs meanwhile and
 // every change is logged for the programming-latency and churn measurements.
-func (r *backendRun) churnMixed(ctx context.Context, c *ChurnStep) (err error) {
-	t := r.template
-	base := r.synthCount
+func (c *ChurnStep) runMixed(ctx context.Context, s *Session) (err error) {
+	sy := &s.synth
+	t := sy.template
+	base := sy.count
 	if base == 0 {
 		return fmt.Errorf("churn mixed: no synthetic services yet (add some first)")
 	}
-	if t.EndpointsPerService >= len(r.synthPods) {
-		return fmt.Errorf("churn mixed: %d endpoints per service leave no spare pod to move an endpoint to (at most %d)", t.EndpointsPerService, len(r.synthPods)-1)
+	if t.EndpointsPerService >= len(sy.pods) {
+		return fmt.Errorf("churn mixed: %d endpoints per service leave no spare pod to move an endpoint to (at most %d)", t.EndpointsPerService, len(sy.pods)-1)
 	}
-	podName := map[netip.Addr]string{}
-	for _, h := range r.tb.Lab.Hosts(lab.KindPod) {
-		podName[h.IP] = h.Name
-	}
-	names := make([]string, len(r.synthPods))
-	for k, b := range r.synthPods {
+	podName := podNames(s.Cluster)
+	names := make([]string, len(sy.pods))
+	for k, b := range sy.pods {
 		names[k] = podName[b.IP]
 	}
 	eps := max(t.EndpointsPerService, 1)
@@ -100,14 +92,14 @@ func (r *backendRun) churnMixed(ctx context.Context, c *ChurnStep) (err error) {
 	}
 	// Snapshots for the prober's random picks (it runs concurrently with the changes).
 	ips := map[string]netip.Addr{}
-	for _, svc := range r.tb.Cluster.Services() {
+	for _, svc := range s.Cluster.Services() {
 		if svc.Namespace == synth.Namespace {
 			if ip, err := netip.ParseAddr(svc.Spec.ClusterIP); err == nil {
 				ips[svc.Name] = ip
 			}
 		}
 	}
-	gens := maps.Clone(r.synthGen)
+	gens := maps.Clone(sy.gen)
 	target := func(name string) netip.AddrPort { return netip.AddrPortFrom(ips[name], uint16(t.Port)) }
 	key := func(i int) string { return synth.Namespace + "/" + synth.Name(i) }
 
@@ -125,13 +117,13 @@ func (r *backendRun) churnMixed(ctx context.Context, c *ChurnStep) (err error) {
 		if node == "" {
 			node = lab.NodeName(0)
 		}
-		for _, ag := range r.tb.Agents {
-			if ag.Node() == node {
-				run.agent = ag
+		for _, px := range s.Cluster.Proxies() {
+			if px.Node() == node {
+				run.proxy = px
 			}
 		}
-		h, ok := r.tb.Lab.Host(testbed.ProbePod(node))
-		if run.agent == nil || !ok {
+		h, ok := s.Cluster.Host(s.Cluster.ProbeHost(node))
+		if run.proxy == nil || !ok {
 			return fmt.Errorf("churn probe: no node %q with a probe pod in the lab", node)
 		}
 		o := measure.ChurnProberOptions{Workers: DefaultChurnProbeWorkers, Interval: DefaultChurnProbeInterval,
@@ -156,7 +148,7 @@ func (r *backendRun) churnMixed(ctx context.Context, c *ChurnStep) (err error) {
 			log.Baseline(key(i), target(name), podsOf(i, gens[i]))
 			return key(i), true
 		}
-		pr, err := probe.New(h.NetNSPath, probe.WithWorkers(o.Workers))
+		pr, err := s.Cluster.NewProber(h.Name, o.Workers)
 		if err != nil {
 			return fmt.Errorf("churn probe from %s: %w", h.Name, err)
 		}
@@ -188,17 +180,17 @@ func (r *backendRun) churnMixed(ctx context.Context, c *ChurnStep) (err error) {
 		return sl
 	}
 	replaceEndpoint := func(ctx context.Context) error {
-		i := r.churnNext % min(base, c.Services)
-		r.churnNext++
-		old := r.synthGen[i]
-		r.synthGen[i]++
+		i := sy.next % min(base, c.Services)
+		sy.next++
+		old := sy.gen[i]
+		sy.gen[i]++
 		at := time.Now()
-		if err := r.tb.Apply(ctx, annotate(synth.Slice(i, r.synthGen[i], t, r.synthPods), at)); err != nil {
+		if err := s.Cluster.Apply(ctx, annotate(synth.Slice(i, sy.gen[i], t, sy.pods), at)); err != nil {
 			return err
 		}
 		if log != nil {
-			rv := r.tb.Cluster.ResourceVersion()
-			pods := podsOf(i, r.synthGen[i])
+			rv := s.Cluster.ResourceVersion()
+			pods := podsOf(i, sy.gen[i])
 			log.Baseline(key(i), target(synth.Name(i)), podsOf(i, old))
 			log.Record(measure.Change{Kind: measure.ChangeEndpoint, Service: key(i), Trigger: at, RV: rv, Pods: pods, NewPod: pods[len(pods)-1]}, netip.AddrPort{})
 		}
@@ -208,14 +200,14 @@ func (r *backendRun) churnMixed(ctx context.Context, c *ChurnStep) (err error) {
 		i := nextAdd
 		nextAdd++
 		at := time.Now()
-		objs := []runtime.Object{synth.Service(i, t), annotate(synth.Slice(i, 0, t, r.synthPods), at)}
-		if err := r.tb.Apply(ctx, objs...); err != nil {
+		objs := []runtime.Object{synth.Service(i, t), annotate(synth.Slice(i, 0, t, sy.pods), at)}
+		if err := s.Cluster.Apply(ctx, objs...); err != nil {
 			return err
 		}
 		extras = append(extras, synthExtra{index: i, trigger: at})
 		if log != nil {
-			rv := r.tb.Cluster.ResourceVersion()
-			o, err := r.tb.Cluster.Get(cluster.KindService, synth.Namespace, synth.Name(i))
+			rv := s.Cluster.ResourceVersion()
+			o, err := s.Cluster.Get(manifest.KindService, synth.Namespace, synth.Name(i))
 			if err != nil {
 				return err
 			}
@@ -229,10 +221,7 @@ func (r *backendRun) churnMixed(ctx context.Context, c *ChurnStep) (err error) {
 	}
 	deleteExtra := func(ctx context.Context, i int) (time.Time, error) {
 		at := time.Now()
-		if err := r.tb.Cluster.Delete(ctx, cluster.KindEndpointSlice, synth.Namespace, synth.Name(i)+"-synth"); err != nil {
-			return at, err
-		}
-		return at, r.tb.Cluster.Delete(ctx, cluster.KindService, synth.Namespace, synth.Name(i))
+		return at, deleteSynthService(ctx, s.Cluster, i)
 	}
 	del := func(ctx context.Context) error {
 		if len(extras) == 0 || time.Since(extras[0].trigger) < churnDeleteLag {
@@ -245,7 +234,7 @@ func (r *backendRun) churnMixed(ctx context.Context, c *ChurnStep) (err error) {
 			return err
 		}
 		if log != nil {
-			log.Record(measure.Change{Kind: measure.ChangeDelete, Service: key(i), Trigger: at, RV: r.tb.Cluster.ResourceVersion()}, netip.AddrPort{})
+			log.Record(measure.Change{Kind: measure.ChangeDelete, Service: key(i), Trigger: at, RV: s.Cluster.ResourceVersion()}, netip.AddrPort{})
 		}
 		return nil
 	}
@@ -265,6 +254,7 @@ func (r *backendRun) churnMixed(ctx context.Context, c *ChurnStep) (err error) {
 			}
 			done++
 		}
+		s.Advance(int(time.Since(run.start)/time.Second), int(c.Duration.Duration/time.Second))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -274,104 +264,17 @@ func (r *backendRun) churnMixed(ctx context.Context, c *ChurnStep) (err error) {
 	elapsed := time.Since(run.start)
 	run.changes, run.achieved = done, float64(done)/elapsed.Seconds()
 	if run.achieved < 0.95*c.Rate {
-		r.logf("churn: asked for %.1f changes/s, made %.1f/s (%d in %.1fs): the runner could not keep up", c.Rate, run.achieved, done, elapsed.Seconds())
+		s.Logf("churn: asked for %.1f changes/s, made %.1f/s (%d in %.1fs): the runner could not keep up", c.Rate, run.achieved, done, elapsed.Seconds())
 	}
 	stopProber()
 	<-proberDone
 	run.end = time.Now()
-	r.lastChurn = run
+	s.churn = run
 	// Leave the Service count as it was: delete what the step added and did not delete.
 	var errs []error
 	for _, e := range extras {
 		_, err := deleteExtra(ctx, e.index)
 		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
-// churnMeasurements are the measurements of the last mixed churn step: correctness
-// (misroutes, false refusals, other probe failures), the rate achieved and the probing
-// node's sync durations during the churn.
-func (r *backendRun) churnMeasurements(labels map[string]string) ([]reports.Measurement, error) {
-	c := r.lastChurn
-	if c == nil || c.log == nil {
-		return nil, fmt.Errorf("measure churn: needs a mixed churn step with a probe before it")
-	}
-	res := c.analyze()
-	out := res.CorrectnessMeasurements(labels)
-	rate := reports.Measurement{Name: measure.MeasureChurnRate, Params: clone(labels), Unit: reports.UnitPerSecond,
-		Samples: []float64{c.achieved}, Extra: map[string]float64{"target": c.target, "changes": float64(c.changes)}}
-	out = append(out, rate)
-	var full, partial []float64
-	for _, rec := range c.agent.Records() {
-		if rec.Err != nil || rec.Start.Before(c.start) || rec.End.After(c.end) {
-			continue
-		}
-		if rec.Result.Full {
-			full = append(full, rec.Duration().Seconds())
-		} else {
-			partial = append(partial, rec.Duration().Seconds())
-		}
-	}
-	for _, k := range []struct {
-		kind    string
-		samples []float64
-	}{{"full", full}, {"partial", partial}} {
-		if len(k.samples) == 0 {
-			continue
-		}
-		p := clone(labels)
-		p["kind"] = k.kind
-		out = append(out, reports.Measurement{Name: measure.MeasureChurnSync, Params: p, Unit: reports.UnitSeconds, Samples: k.samples})
-	}
-	return out, nil
-}
-
-// programmingLatency returns both halves of programming latency: from the last probed
-// churn's log when there is one, else the sync half from the agents' metrics (every
-// EndpointSlice change with a trigger time, as kube-proxy measures it).
-func (r *backendRun) programmingLatency(labels map[string]string) []reports.Measurement {
-	if r.lastChurn == nil || r.lastChurn.log == nil {
-		return []reports.Measurement{measure.ProgrammingLatency(r.tb, labels)}
-	}
-	return r.lastChurn.analyze().LatencyMeasurements(labels)
-}
-
-// checkLimits records a case per limit of the measure step over the measurements it
-// produced, and fails when any is exceeded.
-func (r *backendRun) checkLimits(m *MeasureStep, out []reports.Measurement) error {
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(m.Limits)) {
-		limit := m.Limits[name]
-		c := reports.Case{Name: fmt.Sprintf("%s <= %s", name, strconv.FormatFloat(limit, 'g', -1, 64)), Backend: r.backend, Result: reports.CasePass}
-		found, worst := false, 0.0
-		for _, mm := range out {
-			if mm.Name != name {
-				continue
-			}
-			for _, s := range mm.Samples {
-				if !found || s > worst {
-					worst = s
-				}
-				found = true
-			}
-		}
-		switch {
-		case !found:
-			c.Result, c.Reason = reports.CaseFail, fmt.Sprintf("measure %s produced no %s", m.Name, name)
-		case worst > limit:
-			c.Result, c.Reason = reports.CaseFail, fmt.Sprintf("%s is %g, above the limit %g", name, worst, limit)
-		}
-		if found {
-			c.Evidence = fmt.Sprintf("%s = %g", name, worst)
-			if r.lastChurn != nil && r.lastChurn.result != nil && strings.HasPrefix(name, "churn-") && len(r.lastChurn.result.Examples) > 0 {
-				c.Evidence += "\n" + strings.Join(r.lastChurn.result.Examples, "\n")
-			}
-		}
-		if c.Result == reports.CaseFail {
-			errs = append(errs, errors.New(c.Reason))
-		}
-		r.res.Cases = append(r.res.Cases, c)
 	}
 	return errors.Join(errs...)
 }

@@ -8,60 +8,26 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-
-	"kpbench.dev/kpbench/lab"
-	"kpbench.dev/kpbench/lab/cluster"
 )
 
-// healthTarget returns the address of an httpStatus target: a node's address with the
-// Service's health-check node port, or a literal ip:port.
-func (r *backendRun) healthTarget(t Target) (netip.AddrPort, error) {
-	if t.IPPort != "" {
-		return netip.ParseAddrPort(t.IPPort)
-	}
-	ns, name := splitName(t.Service)
-	o, err := r.tb.Cluster.Get(cluster.KindService, ns, name)
+// probeHTTP sends Count HTTP GETs from the step's host (an httpStatus expectation) and
+// requires every answer to carry the expected status.
+func (e *ExpectStep) probeHTTP(ctx context.Context, s *Session) (string, error) {
+	from, err := resolveHost(s.Cluster, e.From)
 	if err != nil {
-		return netip.AddrPort{}, err
+		return "", err
 	}
-	svc, ok := o.(*corev1.Service)
-	if !ok || svc.Spec.HealthCheckNodePort == 0 {
-		return netip.AddrPort{}, fmt.Errorf("service %s/%s has no health-check node port", ns, name)
-	}
-	node := t.Node
-	if node == "" {
-		node = lab.NodeName(0)
-	}
-	h, ok := r.tb.Lab.Host(node)
-	if !ok {
-		return netip.AddrPort{}, fmt.Errorf("no node %q", node)
-	}
-	return netip.AddrPortFrom(h.IP, uint16(svc.Spec.HealthCheckNodePort)), nil
-}
-
-// expectHTTPStatus sends Count HTTP GETs from the step's host and requires every answer to
-// carry the expected status; it records a case either way.
-func (r *backendRun) expectHTTPStatus(ctx context.Context, e *ExpectStep, name string) error {
-	ctx, cancel, record := r.expectCase(ctx, e, name)
-	defer cancel()
-	from, err := r.resolveHost(e.From)
+	addr, err := healthTarget(s.Cluster, e.To)
 	if err != nil {
-		return record(err, "")
+		return "", err
 	}
-	addr, err := r.healthTarget(e.To)
+	pr, err := s.Cluster.Prober(from.Name)
 	if err != nil {
-		return record(err, "")
-	}
-	pr, err := r.tb.Lab.Prober(from.Name)
-	if err != nil {
-		return record(err, "")
+		return "", err
 	}
 	path := e.Path
 	if path == "" {
@@ -109,12 +75,12 @@ func (r *backendRun) expectHTTPStatus(ctx context.Context, e *ExpectStep, name s
 		evidence += "; first error: " + firstErr
 	}
 	if sent < count {
-		return record(fmt.Errorf("only %d of %d probes sent before the step's timeout", sent, count), evidence)
+		return evidence, fmt.Errorf("only %d of %d probes sent before the step's timeout", sent, count)
 	}
 	if got := statuses[strconv.Itoa(e.Status)]; got != count {
-		return record(fmt.Errorf("expected every answer to be HTTP %d, got %s", e.Status, strings.Join(parts, ", ")), evidence)
+		return evidence, fmt.Errorf("expected every answer to be HTTP %d, got %s", e.Status, strings.Join(parts, ", "))
 	}
-	return record(nil, evidence)
+	return evidence, nil
 }
 
 // httpGet does one GET and returns the status and (the start of) the body.

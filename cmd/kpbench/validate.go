@@ -1,0 +1,104 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"kpbench.dev/kpbench/internal/yamlpos"
+	"kpbench.dev/kpbench/lab/manifest"
+	"kpbench.dev/kpbench/scenarios"
+)
+
+func newValidateCmd() *cobra.Command {
+	var backend string
+	cmd := &cobra.Command{
+		Use:   "validate FILE... [--backend B[,B...]]",
+		Short: "Check scenario, manifest and proxy configuration files without running anything",
+		Long: `validate reads each file as run, check and conform would, and reports every problem with
+its file, line and field: a Scenario (apiVersion kpbench.dev/v1alpha1) with the manifests
+and KubeProxyConfiguration it references, its steps and their measurements' parameters
+(a measurement that cannot produce a sample where it stands is an error); a
+KubeProxyConfiguration file; or a manifest file. Nothing is built and no root is needed.
+With --backend, the checks that depend on the backends (IPVS experiments, per-rule
+timings) run too.
+
+Exit status: 0 every file is valid, 2 a file is not (every error is printed).`,
+		Example: `  kpbench validate scenarios/*.yaml scenarios/conformance/*.yaml
+  kpbench validate scenarios/ipvs-schedulers.yaml --backend ipvs`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return badInput("validate needs at least one file")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, files []string) error {
+			backends, err := parseBackends(backend)
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, f := range files {
+				if err := validateFile(cmd.ErrOrStderr(), f, backends); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: valid\n", f)
+			}
+			if len(errs) > 0 {
+				return usageError{errors.Join(errs...)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&backend, "backend", "", "also check what depends on these backends (comma-separated, all or ours)")
+	return cmd
+}
+
+// validateFile validates one file by its kind: a Scenario, a KubeProxyConfiguration or a
+// manifest. Warnings go to w.
+func validateFile(w io.Writer, path string, backends []string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	docs, err := yamlpos.Split(path, data)
+	if err != nil {
+		return err
+	}
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if len(docs) > 0 {
+		_ = yamlpos.Decoder{OnUnknownField: func(*field.Path, *yaml.Node, *yaml.Node) {}}.Decode(docs[0], &head)
+	}
+	switch {
+	case head.Kind == scenarios.Kind || head.APIVersion == scenarios.APIVersion:
+		sc, err := scenarios.Load(path)
+		if err != nil {
+			return err
+		}
+		for _, warning := range sc.Warnings {
+			fmt.Fprintln(w, "warning:", warning)
+		}
+		if len(backends) > 0 {
+			return sc.ValidateFor(scenarios.ValidationOptions{Backends: backends, Facts: scenarios.RegistryFacts{}})
+		}
+		return nil
+	case head.Kind == scenarios.ProxyConfigKind:
+		_, warnings, err := scenarios.LoadProxyConfig(path)
+		for _, warning := range warnings {
+			fmt.Fprintln(w, "warning:", warning)
+		}
+		return err
+	default:
+		_, err := manifest.ReadFiles(path)
+		return err
+	}
+}

@@ -1,0 +1,133 @@
+//go:build linux
+
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"kpbench.dev/kpbench/reports"
+	"kpbench.dev/kpbench/scenarios/measure"
+	"kpbench.dev/kpbench/scenarios/synth"
+)
+
+// MeasureFirstPacket is the connect latency to a generated Service at one rank of the
+// rule order; Params "rank" is its place in percent (0% the first Service, 100% the
+// last), "index" the Service's index, "kind" connect, or established for the control.
+const MeasureFirstPacket = "first-packet"
+
+// firstPacketMeasurement times first packets along the whole rule order: the curve of
+// lookup cost against a Service's position, with its percentiles.
+type firstPacketMeasurement struct{}
+
+func (firstPacketMeasurement) Name() string { return MeasureFirstPacket }
+func (firstPacketMeasurement) Doc() string {
+	return "First-packet latency percentiles per position: TCP connect latency from a host to generated Services at `positions` evenly spaced ranks of the rule order (0% the first, 100% the last), interleaved so that drift hits every rank alike, with the established-connection control. Where lookup gives three points, this gives the curve: linear in the rank for iptables' chain walk, flat for nftables' maps and IPVS's hash."
+}
+
+// Metrics: the connect latency at every rank is gated on its median and p99; the control
+// describes the machine.
+func (firstPacketMeasurement) Metrics() []reports.Metric {
+	return []reports.Metric{
+		{Measurement: MeasureFirstPacket, Match: map[string]string{"kind": "connect"}, Title: "first-packet latency by rank", Unit: reports.UnitSeconds,
+			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 50, Statistics: []string{"p50", "p99"}},
+		{Measurement: MeasureFirstPacket, Match: map[string]string{"kind": "established"}, Title: "established-connection latency (control)", Unit: reports.UnitSeconds,
+			Better: reports.LowerIsBetter},
+	}
+}
+
+// Decode reads FirstPacketParams.
+func (firstPacketMeasurement) Decode(in Input) (Measuring, error) {
+	return decodeParams[FirstPacketParams](in)
+}
+
+// MaxFirstPacketPositions bounds the ranks one first-packet measurement probes.
+const MaxFirstPacketPositions = 101
+
+// FirstPacketParams are the first-packet measurement's parameters.
+type FirstPacketParams struct {
+	// Positions is the number of evenly spaced ranks probed, 2-101 (default 5: 0%, 25%,
+	// 50%, 75%, 100%).
+	Positions int `json:"positions,omitempty"`
+	// Samples is the number of connects per rank, 1-100000 (default 100).
+	Samples int `json:"samples,omitempty"`
+	// From is the host that connects (default node-0's probe pod).
+	From string `json:"from,omitempty"`
+}
+
+// Default sets 5 positions of 100 samples.
+func (p *FirstPacketParams) Default() {
+	if p.Positions == 0 {
+		p.Positions = 5
+	}
+	if p.Samples == 0 {
+		p.Samples = 100
+	}
+}
+
+// Validate checks the params; the Services probed are generated ones, which must exist at
+// this step, as many as the ranks.
+func (p *FirstPacketParams) Validate(v *Validation, path *field.Path) field.ErrorList {
+	step, path := path, path.Child("params")
+	errs := intRange(path.Child("positions"), p.Positions, 2, MaxFirstPacketPositions)
+	errs = append(errs, intRange(path.Child("samples"), p.Samples, 1, MaxProbeCount)...)
+	if p.From != "" {
+		errs = append(errs, v.CheckHost(p.From, path.Child("from"))...)
+	}
+	if v.SyntheticServices < p.Positions {
+		errs = append(errs, field.Invalid(step.Child("name"), MeasureFirstPacket, fmt.Sprintf("probes %d ranks of the generated Services, and %d exist at this step: add more first (a churn with pattern add)", p.Positions, v.SyntheticServices)))
+	}
+	return errs
+}
+
+// ranks returns the index of the generated Service at each of k evenly spaced ranks of n.
+func ranks(n, k int) []int {
+	out := make([]int, k)
+	for j := range k {
+		out[j] = (j*(n-1) + (k-1)/2) / (k - 1) // rounded
+	}
+	return out
+}
+
+// Measure connects to every rank, interleaved.
+func (p *FirstPacketParams) Measure(ctx context.Context, s *Session) ([]reports.Measurement, error) {
+	n := s.synth.count
+	if n < p.Positions {
+		return nil, fmt.Errorf("first-packet: %d ranks of %d generated services", p.Positions, n)
+	}
+	targets := map[string]netip.AddrPort{}
+	index, label := map[string]int{}, map[string]string{}
+	for j, i := range ranks(n, p.Positions) {
+		ap, _, err := resolveTarget(s.Cluster, Target{Service: synth.Namespace + "/" + synth.Name(i)})
+		if err != nil {
+			return nil, err
+		}
+		// Zero-padded so that measure.Lookup's order (sorted names) is the rank's, and the
+		// last rank is the established control's target.
+		pct := j * 100 / (p.Positions - 1)
+		rank := fmt.Sprintf("%03d", pct)
+		targets[rank], index[rank], label[rank] = ap, i, fmt.Sprintf("%d%%", pct)
+	}
+	from := fromOrProbePod(s, p.From)
+	pr, err := s.Cluster.Prober(from)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := measure.Lookup(ctx, pr, from, targets, p.Samples, s.Labels())
+	if err != nil {
+		return nil, fmt.Errorf("first-packet: %w", err)
+	}
+	for i := range ms {
+		m := &ms[i]
+		m.Name = MeasureFirstPacket
+		if rank := m.Params["position"]; m.Params["kind"] == "connect" {
+			m.Params["rank"], m.Params["index"] = label[rank], strconv.Itoa(index[rank])
+		}
+		delete(m.Params, "position")
+	}
+	return ms, nil
+}

@@ -1,0 +1,102 @@
+//go:build linux
+
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"kpbench.dev/kpbench/lab"
+	"kpbench.dev/kpbench/reports"
+	"kpbench.dev/kpbench/scenarios/measure"
+	"kpbench.dev/kpbench/scenarios/synth"
+)
+
+// lookupMeasurement times first packets to the first, middle and last generated Service.
+type lookupMeasurement struct{}
+
+func (lookupMeasurement) Name() string { return "lookup" }
+func (lookupMeasurement) Doc() string {
+	return "First-packet cost: TCP connect latency from a host to the first, middle and last generated Service (positions in the rule order), interleaved, with the latency of requests over one established connection as the control (established flows skip the Service rules)."
+}
+
+// Metrics: connect latency per position is gated (median and p99); the established
+// control describes the machine.
+func (lookupMeasurement) Metrics() []reports.Metric {
+	return []reports.Metric{
+		{Measurement: reports.MeasureLookup, Match: map[string]string{"kind": "connect"}, Title: "first-packet latency", Unit: reports.UnitSeconds,
+			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 50, Statistics: []string{"p50", "p99"}},
+		{Measurement: reports.MeasureLookup, Match: map[string]string{"kind": "established"}, Title: "established-connection latency (control)", Unit: reports.UnitSeconds,
+			Better: reports.LowerIsBetter},
+	}
+}
+
+// Decode reads LookupParams.
+func (lookupMeasurement) Decode(in Input) (Measuring, error) { return decodeParams[LookupParams](in) }
+
+// LookupParams are the lookup measurement's parameters.
+type LookupParams struct {
+	// Samples is the number of connects per position (and of requests of the control),
+	// 1-100000 (default 200).
+	Samples int `json:"samples,omitempty"`
+	// From is the host that connects (default node-0's probe pod, probe-node-0).
+	From string `json:"from,omitempty"`
+}
+
+// Default sets 200 samples.
+func (p *LookupParams) Default() {
+	if p.Samples == 0 {
+		p.Samples = 200
+	}
+}
+
+// Validate checks the samples and the host; the targets are generated Services, which
+// must exist at this step.
+func (p *LookupParams) Validate(v *Validation, path *field.Path) field.ErrorList {
+	step, path := path, path.Child("params")
+	errs := intRange(path.Child("samples"), p.Samples, 1, MaxProbeCount)
+	if p.From != "" {
+		errs = append(errs, v.CheckHost(p.From, path.Child("from"))...)
+	}
+	if v.SyntheticServices == 0 {
+		errs = append(errs, field.Invalid(step.Child("name"), "lookup", "probes the first, middle and last generated Service, and none exists at this step: add some first (a churn with pattern add)"))
+	}
+	return errs
+}
+
+// Measure connects to the three positions.
+func (p *LookupParams) Measure(ctx context.Context, s *Session) ([]reports.Measurement, error) {
+	n := s.synth.count
+	if n == 0 {
+		return nil, fmt.Errorf("lookup: needs generated services (a churn step)")
+	}
+	targets := map[string]netip.AddrPort{}
+	for pos, i := range map[string]int{"first": 0, "middle": n / 2, "last": n - 1} {
+		ap, _, err := resolveTarget(s.Cluster, Target{Service: synth.Namespace + "/" + synth.Name(i)})
+		if err != nil {
+			return nil, err
+		}
+		targets[pos] = ap
+	}
+	from := fromOrProbePod(s, p.From)
+	pr, err := s.Cluster.Prober(from)
+	if err != nil {
+		return nil, err
+	}
+	return measure.Lookup(ctx, pr, from, targets, p.Samples, s.Labels())
+}
+
+// fromOrProbePod returns the host a measurement probes from: from, resolved ("pod:NAME"
+// names a cluster pod), or node-0's probe pod.
+func fromOrProbePod(s *Session, from string) string {
+	if from == "" {
+		return s.Cluster.ProbeHost(lab.NodeName(0))
+	}
+	if h, err := resolveHost(s.Cluster, from); err == nil {
+		return h.Name
+	}
+	return from
+}

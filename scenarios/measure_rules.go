@@ -1,0 +1,67 @@
+//go:build linux
+
+package scenarios
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"kpbench.dev/kpbench/reports"
+	"kpbench.dev/kpbench/scenarios/measure"
+)
+
+// rulesMeasurement counts what the backend left in node 0's kernel.
+type rulesMeasurement struct{}
+
+// MeasureRulesMemory is the kernel memory the rules occupy: the growth of unreclaimable
+// slab plus vmalloc since before the lab was built (host-wide, so noisy on a shared
+// machine).
+const MeasureRulesMemory = "rules-memory"
+
+func (rulesMeasurement) Name() string { return "rules" }
+func (rulesMeasurement) Doc() string {
+	return "Counts the rules the backend left in node 0's kernel (`-A` rules of iptables-save, rules and set elements of nft's table, IPVS virtual and real servers), and the kernel memory they occupy (growth since before the lab, host-wide)."
+}
+
+// Metrics: the rule count is exact and gated; the memory, one host-wide reading, is
+// informational.
+func (rulesMeasurement) Metrics() []reports.Metric {
+	return []reports.Metric{
+		{Measurement: reports.MeasureRules, Title: "rules in the kernel", Unit: reports.UnitCount, Better: reports.LowerIsBetter,
+			Gated: true, Test: reports.TestExact, MinSamples: 1},
+		{Measurement: MeasureRulesMemory, Title: "kernel memory of the rules", Unit: reports.UnitBytes, Better: reports.LowerIsBetter},
+	}
+}
+
+// Decode reads RulesParams (none).
+func (rulesMeasurement) Decode(in Input) (Measuring, error) { return decodeParams[RulesParams](in) }
+
+// RulesParams are the rules measurement's parameters: none.
+type RulesParams struct{}
+
+// Default does nothing.
+func (*RulesParams) Default() {}
+
+// Validate accepts the rules measurement anywhere.
+func (*RulesParams) Validate(*Validation, *field.Path) field.ErrorList { return nil }
+
+// prepare reads the kernel memory before the lab exists, once settled.
+func (*RulesParams) prepare(ctx context.Context, s *Session) {
+	if s.memBase == 0 {
+		s.memBase, _ = measure.SettledKernelMemory(ctx)
+	}
+}
+
+// Measure counts the rules, and their memory when the baseline was read.
+func (*RulesParams) Measure(ctx context.Context, s *Session) ([]reports.Measurement, error) {
+	n, err := s.Cluster.KernelRules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []reports.Measurement{{Name: reports.MeasureRules, Params: s.Labels(), Unit: reports.UnitCount, Samples: []float64{float64(n)}}}
+	if mem, err := measure.KernelMemory(); err == nil && s.memBase > 0 {
+		out = append(out, reports.Measurement{Name: MeasureRulesMemory, Params: s.Labels(), Unit: reports.UnitBytes, Samples: []float64{float64(mem - s.memBase)}})
+	}
+	return out, nil
+}

@@ -1,0 +1,113 @@
+//go:build linux
+
+package scenarios
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"kpbench.dev/kpbench/reports"
+	"kpbench.dev/kpbench/scenarios/measure"
+	"kpbench.dev/kpbench/scenarios/synth"
+)
+
+// syncMeasurement times syncs of node 0's proxy.
+type syncMeasurement struct{}
+
+func (syncMeasurement) Name() string { return "sync" }
+func (syncMeasurement) Doc() string {
+	return "Times syncs of node 0's proxy: `full` rewrites everything on the current state, `partial` follows a change of one generated Service (the middle one). Records the wall time with its generate/apply split, the tool's CPU time (backends that exec a tool), and the bytes, rules and Services written."
+}
+
+// Metrics: the wall time of full and partial syncs is gated; the rest describes them.
+func (syncMeasurement) Metrics() []reports.Metric {
+	info := func(name, unit, title string) reports.Metric {
+		return reports.Metric{Measurement: name, Title: title, Unit: unit, Better: reports.LowerIsBetter}
+	}
+	return []reports.Metric{
+		{Measurement: measure.MeasureSync, Match: map[string]string{"kind": "full"}, Title: "full sync", Unit: reports.UnitSeconds,
+			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 5, Statistics: []string{"p50"}},
+		{Measurement: measure.MeasureSync, Match: map[string]string{"kind": "partial"}, Title: "partial sync", Unit: reports.UnitSeconds,
+			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 5, Statistics: []string{"p50"}},
+		info(measure.MeasureSyncGenerate, reports.UnitSeconds, "sync: building the rules"),
+		info(measure.MeasureSyncApply, reports.UnitSeconds, "sync: writing them to the kernel"),
+		info(measure.MeasureSyncApplyCPU, reports.UnitSeconds, "sync: the tool's CPU time"),
+		info(measure.MeasureSyncBytes, reports.UnitBytes, "sync: bytes written"),
+		info(measure.MeasureSyncRules, reports.UnitCount, "sync: rules written"),
+		info(measure.MeasureSyncChangedServices, reports.UnitCount, "sync: Services rewritten"),
+	}
+}
+
+// Decode reads SyncParams.
+func (syncMeasurement) Decode(in Input) (Measuring, error) { return decodeParams[SyncParams](in) }
+
+// Sync kinds.
+const (
+	SyncFull    = "full"
+	SyncPartial = "partial"
+)
+
+// SyncParams are the sync measurement's parameters.
+type SyncParams struct {
+	// Kind is full (default) or partial.
+	Kind string `json:"kind,omitempty"`
+	// Repeats is the number of syncs timed, 1-1000 (default 3).
+	Repeats int `json:"repeats,omitempty"`
+}
+
+// Default sets kind full and 3 repeats.
+func (p *SyncParams) Default() {
+	setString(&p.Kind, SyncFull)
+	if p.Repeats == 0 {
+		p.Repeats = 3
+	}
+}
+
+// Validate checks kind and repeats; a partial sync needs generated Services to change.
+func (p *SyncParams) Validate(v *Validation, path *field.Path) field.ErrorList {
+	path = path.Child("params")
+	var errs field.ErrorList
+	switch p.Kind {
+	case SyncFull:
+	case SyncPartial:
+		if v.SyntheticServices == 0 {
+			errs = append(errs, field.Invalid(path.Child("kind"), p.Kind, "a partial sync changes a generated Service, and none exists at this step: add some first (a churn with pattern add)"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(path.Child("kind"), p.Kind, []string{SyncFull, SyncPartial}))
+	}
+	errs = append(errs, intRange(path.Child("repeats"), p.Repeats, 1, 1000)...)
+	return errs
+}
+
+// Measure times the syncs.
+func (p *SyncParams) Measure(ctx context.Context, s *Session) ([]reports.Measurement, error) {
+	proxies := s.Cluster.Proxies()
+	if len(proxies) == 0 {
+		return nil, fmt.Errorf("sync: the cluster has no proxy")
+	}
+	change := func(ctx context.Context, i int) error {
+		sy := &s.synth
+		if sy.count == 0 {
+			return fmt.Errorf("a partial sync needs generated services (a churn step) to change")
+		}
+		k := sy.count / 2
+		sy.gen[k]++
+		if err := s.Cluster.Apply(ctx, synth.Slice(k, sy.gen[k], sy.template, sy.pods)); err != nil {
+			return err
+		}
+		s.Advance(i+1, p.Repeats)
+		return s.Cluster.WaitSynced(ctx)
+	}
+	return measure.Sync(ctx, proxies[0], p.Kind == SyncFull, p.Repeats, change, s.Labels())
+}
+
+// intRange returns an error when v is outside [lo, hi].
+func intRange(p *field.Path, v, lo, hi int) field.ErrorList {
+	if v < lo || v > hi {
+		return field.ErrorList{field.Invalid(p, v, fmt.Sprintf("must be in range %d-%d", lo, hi))}
+	}
+	return nil
+}

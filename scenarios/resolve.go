@@ -1,0 +1,207 @@
+//go:build linux
+
+package scenarios
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/lab"
+	"kpbench.dev/kpbench/lab/manifest"
+)
+
+// Resolving what scenario files name (hosts, pods, targets) against a running cluster.
+
+// resolveHost turns "client-0", "node-1", "probe-node-0", "pod:NAME" or "pod:NS/NAME"
+// into a host.
+func resolveHost(c Cluster, from string) (lab.Host, error) {
+	if rest, ok := strings.CutPrefix(from, "pod:"); ok {
+		ns, name := splitName(rest)
+		pod, err := resolvePod(c, ns, name)
+		if err != nil {
+			return lab.Host{}, err
+		}
+		h, ok := c.PodHost(ns, pod)
+		if !ok {
+			return lab.Host{}, fmt.Errorf("pod %s/%s has no host in the lab", ns, pod)
+		}
+		return h, nil
+	}
+	h, ok := c.Host(from)
+	if !ok {
+		return lab.Host{}, fmt.Errorf("no host %q in the lab", from)
+	}
+	return h, nil
+}
+
+// resolvePod finds a pod by its name, or by "<deployment>-<ordinal>": the ordinal-th pod
+// of a Deployment in creation order (Deployment pods have generated names).
+func resolvePod(c Cluster, ns, name string) (string, error) {
+	pods := c.Pods()
+	for _, p := range pods {
+		if p.Namespace == ns && p.Name == name {
+			return p.Name, nil
+		}
+	}
+	if i := strings.LastIndexByte(name, '-'); i > 0 {
+		if ord, err := strconv.Atoi(name[i+1:]); err == nil {
+			deploy := name[:i]
+			var owned []string
+			for _, p := range pods {
+				if p.Namespace == ns && strings.HasPrefix(p.Name, deploy+"-") && p.Labels["pod-template-hash"] != "" &&
+					strings.Count(p.Name[len(deploy)+1:], "-") == 1 {
+					owned = append(owned, p.Name)
+				}
+			}
+			sortByCreation(pods, owned)
+			if ord < len(owned) {
+				return owned[ord], nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no pod %s/%s (Deployment pods are addressed as <deployment>-<ordinal>)", ns, name)
+}
+
+// sortByCreation orders pod names by their pods' creation time (then name).
+func sortByCreation(pods []*corev1.Pod, names []string) {
+	created := map[string]time.Time{}
+	for _, p := range pods {
+		created[p.Name] = p.CreationTimestamp.Time
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if c := created[a].Compare(created[b]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+}
+
+// resolveTarget returns the address of a target and the service port behind it (nil for
+// a literal address).
+func resolveTarget(c Cluster, t Target) (netip.AddrPort, *backends.ServicePort, error) {
+	if t.IPPort != "" {
+		ap, err := netip.ParseAddrPort(t.IPPort)
+		return ap, nil, err
+	}
+	ns, name := splitName(t.Service)
+	view := backends.BuildState(backends.NodeView{}, backends.ViewOptions{}, c.Services(), c.EndpointSlices())
+	var sp *backends.ServicePort
+	for _, p := range view.Services {
+		if p.Name.Namespace == ns && p.Name.Name == name && (t.Port == "" || p.Name.Port == t.Port) {
+			sp = p
+			break
+		}
+	}
+	if sp == nil {
+		// A Service the proxy ignores (labelled service.kubernetes.io/service-proxy-name)
+		// still has a ClusterIP to probe: the probe shows that nothing handles it.
+		if ap, ok := unproxiedClusterIP(c, ns, name, t); ok {
+			return ap, nil, nil
+		}
+		return netip.AddrPort{}, nil, fmt.Errorf("no proxied service port %s/%s %s (headless and ExternalName Services have none)", ns, name, t.Port)
+	}
+	switch t.Address {
+	case "", AddressClusterIP:
+		return netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port)), sp, nil
+	case AddressNodePort:
+		if sp.NodePort == 0 {
+			return netip.AddrPort{}, sp, fmt.Errorf("service %s/%s has no node port", ns, name)
+		}
+		node := t.Node
+		if node == "" {
+			node = lab.NodeName(0)
+		}
+		h, ok := c.Host(node)
+		if !ok {
+			return netip.AddrPort{}, sp, fmt.Errorf("no node %q", node)
+		}
+		return netip.AddrPortFrom(h.IP, uint16(sp.NodePort)), sp, nil
+	case AddressLoadBalancer, AddressExternalIP:
+		ips := sp.LoadBalancerIPs
+		if t.Address == AddressExternalIP {
+			ips = sp.ExternalIPs
+		}
+		if len(ips) == 0 {
+			return netip.AddrPort{}, sp, fmt.Errorf("service %s/%s has no %s address", ns, name, t.Address)
+		}
+		return netip.AddrPortFrom(ips[0], uint16(sp.Port)), sp, nil
+	}
+	return netip.AddrPort{}, sp, fmt.Errorf("unknown address kind %q", t.Address)
+}
+
+// unproxiedClusterIP returns the ClusterIP:port of a Service the proxy does not handle
+// (kept out by a label), for a clusterIP target.
+func unproxiedClusterIP(c Cluster, ns, name string, t Target) (netip.AddrPort, bool) {
+	if t.Address != "" && t.Address != AddressClusterIP {
+		return netip.AddrPort{}, false
+	}
+	for _, svc := range c.Services() {
+		if svc.Namespace != ns || svc.Name != name {
+			continue
+		}
+		ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
+		if err != nil {
+			return netip.AddrPort{}, false
+		}
+		for _, p := range svc.Spec.Ports {
+			if t.Port == "" || p.Name == t.Port {
+				return netip.AddrPortFrom(ip, uint16(p.Port)), true
+			}
+		}
+	}
+	return netip.AddrPort{}, false
+}
+
+// readyPods returns the pod names of the endpoints traffic may use (ready, else serving
+// and terminating), sorted.
+func readyPods(c Cluster, sp *backends.ServicePort) []string {
+	byIP := podNames(c)
+	var out []string
+	for _, ep := range backends.CategorizeEndpoints(sp).Cluster {
+		out = append(out, byIP[ep.IP])
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// podNames maps every pod host's address to its name.
+func podNames(c Cluster) map[netip.Addr]string {
+	byIP := map[netip.Addr]string{}
+	for _, h := range c.Hosts(lab.KindPod) {
+		byIP[h.IP] = h.Name
+	}
+	return byIP
+}
+
+// healthTarget returns the address of an httpStatus target: a node's address with the
+// Service's health-check node port, or a literal ip:port.
+func healthTarget(c Cluster, t Target) (netip.AddrPort, error) {
+	if t.IPPort != "" {
+		return netip.ParseAddrPort(t.IPPort)
+	}
+	ns, name := splitName(t.Service)
+	o, err := c.Get(manifest.KindService, ns, name)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	svc, ok := o.(*corev1.Service)
+	if !ok || svc.Spec.HealthCheckNodePort == 0 {
+		return netip.AddrPort{}, fmt.Errorf("service %s/%s has no health-check node port", ns, name)
+	}
+	node := t.Node
+	if node == "" {
+		node = lab.NodeName(0)
+	}
+	h, ok := c.Host(node)
+	if !ok {
+		return netip.AddrPort{}, fmt.Errorf("no node %q", node)
+	}
+	return netip.AddrPortFrom(h.IP, uint16(svc.Spec.HealthCheckNodePort)), nil
+}
