@@ -170,7 +170,9 @@ func (r *backendRun) run(ctx context.Context) (err error) {
 			name = fmt.Sprintf("step %d (%s)", i+1, st.Action())
 		}
 		t0 := time.Now()
+		mark := r.res.Mark()
 		serr := r.step(ctx, st, name)
+		r.res.StampStep(mark, name, t0, time.Now())
 		r.logf("%d/%d %s: %.2fs%s", i+1, len(r.sc.Steps), name, time.Since(t0).Seconds(), errSuffix(serr))
 		if serr != nil {
 			if st.Expect == nil { // expectations recorded their own case
