@@ -46,7 +46,7 @@ func TestReportRendersInChromium(t *testing.T) {
 	page := "file://" + filepath.Join(dir, HTMLFile)
 
 	dom := string(chromium(t, "--dump-dom", page))
-	for _, want := range []string{"kpbench report", "Environment", "Summary", "Plots", "Conformance", "<table", "<svg"} {
+	for _, want := range []string{"kpbench report", "Which mode at which scale?", "Charts", "Conformance", "Tables", "Environment", "<table", "<svg"} {
 		assert.Contains(t, dom, want)
 	}
 	assert.GreaterOrEqual(t, strings.Count(dom, "<svg"), 3, "plots are inlined")
