@@ -50,7 +50,7 @@ const MeasureRulesMemory = "rules-memory"
 
 // selects reports whether q reads m.
 func (q question) selects(m *Measurement, name string) bool {
-	if m.Name != name || len(m.Samples) == 0 {
+	if m.Name != name || !m.Measured() {
 		return false
 	}
 	for k, v := range q.Match {

@@ -169,7 +169,7 @@ func comparisonRows(r *Results) []comparisonRow {
 	var rows []comparisonRow
 	idx := map[string]int{}
 	for _, p := range points(r) {
-		if p.m.Name == MeasureDistribution || p.m.Name == MeasurePerRule || len(p.m.Samples) == 0 {
+		if p.m.Name == MeasureDistribution || p.m.Name == MeasurePerRule || !p.m.Measured() {
 			continue
 		}
 		key := p.m.Name + "\x00" + paramString(p.m.Params, " ") + "\x00" + p.m.Unit

@@ -125,7 +125,7 @@ func plotterGrid() *plotter.Grid {
 func (d *drawer) pointsNamed(names ...string) []point {
 	var ps []point
 	for _, p := range points(d.r) {
-		if slices.Contains(names, p.m.Name) && len(p.m.Samples) > 0 {
+		if slices.Contains(names, p.m.Name) && p.m.Measured() {
 			ps = append(ps, p)
 		}
 	}

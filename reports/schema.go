@@ -161,6 +161,24 @@ type Measurement struct {
 	Offsets []float64 `json:"offsets,omitempty"`
 }
 
+// Measured reports whether m holds a figure: samples, and for a duration not only
+// zeros. Older runs recorded the tool CPU of backends that do not measure it as 0 s
+// (issue 22); a duration of exactly zero is not a measurement, and reports show "—".
+func (m *Measurement) Measured() bool {
+	if len(m.Samples) == 0 {
+		return false
+	}
+	if m.Unit != UnitSeconds {
+		return true
+	}
+	for _, v := range m.Samples {
+		if v != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // SampleTime returns when sample i ended, from Offsets, and false when the measurement
 // did not record per-sample times.
 func (m *Measurement) SampleTime(i int) (time.Time, bool) {

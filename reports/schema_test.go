@@ -49,3 +49,28 @@ func TestStepFieldsOmittedWhenUnset(t *testing.T) {
 		assert.NotContains(t, string(data), f)
 	}
 }
+
+func TestMeasured(t *testing.T) {
+	tests := []struct {
+		name string
+		m    Measurement
+		want bool
+	}{
+		{"no samples", Measurement{Unit: UnitSeconds}, false},
+		{"zero seconds only: not measured", Measurement{Unit: UnitSeconds, Samples: []float64{0, 0}}, false},
+		{"one real duration", Measurement{Unit: UnitSeconds, Samples: []float64{0, 0.2}}, true},
+		{"a zero count is a figure", Measurement{Unit: UnitCount, Samples: []float64{0}}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.m.Measured())
+		})
+	}
+	r := &Results{}
+	r.Add("nftables", Measurement{Name: "sync-apply-cpu", Params: map[string]string{"services": "1000"}, Unit: UnitSeconds, Samples: []float64{0, 0, 0}})
+	r.Add("iptables", Measurement{Name: "sync-apply-cpu", Params: map[string]string{"services": "1000"}, Unit: UnitSeconds, Samples: []float64{1, 1, 1}})
+	rows := comparisonRows(r)
+	require.Len(t, rows, 1)
+	assert.Equal(t, "—", rows[0].cellText("nftables"), "an unmeasured CPU time shows —, never 0 s")
+	assert.Empty(t, rows[0].ratioText())
+}

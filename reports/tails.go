@@ -76,7 +76,7 @@ func Outliers(r *Results) []Outlier {
 	var out []Outlier
 	for _, p := range points(r) {
 		m := p.m
-		if m.Name == MeasureDistribution || m.Name == MeasurePerRule || len(m.Samples) < minOutlierSamples {
+		if m.Name == MeasureDistribution || m.Name == MeasurePerRule || !m.Measured() || len(m.Samples) < minOutlierSamples {
 			continue
 		}
 		med := m.Summary.P50
