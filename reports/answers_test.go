@@ -171,6 +171,16 @@ func TestOutliers(t *testing.T) {
 	assert.Contains(t, outs[1].String(), "step partial-sync-1k at 2026-12-02 14:01:37 UTC", "dated by its offset")
 	assert.Contains(t, outs[2].String(), "nftables throughput-connections services=1000: sample 3 of 4 = 100/s, 40x the median 4.03 k/s", "a rate's bad tail is low")
 
+	// A lookup whose tail stands out more, but costs far less time than the sync's.
+	r.Add("nftables", meas(MeasureLookup, at("1000", "first"), UnitSeconds, 1e-4, 1e-4, 1e-4, 0.1, 0.09, 1e-4))
+	gs := groupOutliers(Outliers(r))
+	require.Len(t, gs, 4)
+	assert.Equal(t, MeasureSync, gs[0].first.Name, "the 210 s sync first: it cost the most time")
+	assert.Equal(t, MeasureLookup, gs[2].first.Name)
+	assert.Equal(t, 2, gs[2].count)
+	assert.Contains(t, gs[2].String(), "(worst of 2 such samples out of 6)")
+	assert.Equal(t, MeasureThroughputConnections, gs[3].first.Name, "rates after durations")
+
 	var sum bytes.Buffer
 	require.NoError(t, Summary(&sum, r))
 	assert.Contains(t, sum.String(), "SAMPLES FAR FROM THE REST")

@@ -190,12 +190,19 @@ func (d *drawer) firstPacket() ([]Figure, error) {
 		p.Y.Tick.Marker = numberTicks{UnitSeconds}
 		return p
 	}
-	panels := []*plot.Plot{panel("this run", ours)}
+	title := ""
+	if len(pub) > 0 {
+		title = "this run"
+	}
+	panels := []*plot.Plot{panel(title, ours)}
 	if len(pub) == 0 {
 		panels[0].Y.Label.Text = "first-packet latency"
 	}
 	note := "Bars: p50 (dark), p90 and p99 (light) of the TCP connect time from a pod through the Service rules, " +
 		"pooled over the first, middle and last Service of the rule order. Lower is better."
+	if d.r.Environment.Accelerator == "tcg" {
+		note += " Emulated kernel (TCG): a packet's latency is mostly the emulator's, and the tails are the machine's load."
+	}
 	if len(pub) > 0 {
 		panels = append(panels, panel("published, other hardware (KEP-3866)", pub))
 		note += " Right: " + KEP3866Source + "; another machine and method, so compare the shapes, not the values."

@@ -66,9 +66,9 @@ nav a { margin-right: 1em; }
 Figures compare only backends measured here, on this kernel, by the direction of each figure; "—" is not measured.
 {{.Pooling}} p99 and max of every figure are in the <a href="#{{.Prefix}}figures">tables</a>.</p>
 {{else}}<p>No measurements in this run.</p>{{end}}
-{{if .Outliers}}<div class="tails"><b>Samples far from the rest</b> (more than {{$.Factor}}x their measurement's median):<ul>
+{{if .Outliers}}<div class="tails"><b>Samples far from the rest</b> (more than {{$.Factor}}x their measurement's median; the measurements whose tails cost the most time first):<ul>
 {{range .Outliers}}<li>{{.}}</li>
-{{end}}</ul>{{if .MoreOutliers}}<p>{{.MoreOutliers}}</p>{{end}}</div>{{end}}
+{{end}}</ul>{{if .MoreOutliers}}<p>{{.MoreOutliers}}; every one is listed with the <a href="#{{.Prefix}}figures">tables</a>.</p>{{end}}</div>{{end}}
 {{if .Figures}}<h2 id="{{.Prefix}}charts">Charts</h2>
 {{range .Figures}}<figure id="plot-{{.File}}">{{.SVG}}<figcaption><a href="plots/{{.File}}.png">PNG</a> · <a href="plots/{{.File}}.svg">SVG</a></figcaption></figure>
 {{end}}{{end}}
@@ -332,13 +332,16 @@ func htmlSectionOf(s section, palette []string) (htmlSection, error) {
 		hs.Pooling = "First-packet latency pools the first, middle and last Service of the rule order."
 	}
 	outs := Outliers(r)
-	for i, o := range outs {
+	for _, o := range outs {
 		hs.AllOutliers = append(hs.AllOutliers, o.String())
+	}
+	groups := groupOutliers(outs)
+	for i, g := range groups {
 		if i < shownOutliers {
-			hs.Outliers = append(hs.Outliers, o.String())
+			hs.Outliers = append(hs.Outliers, g.String())
 		}
 	}
-	hs.MoreOutliers = countLine(len(hs.Outliers), len(outs))
+	hs.MoreOutliers = countLine(len(hs.Outliers), len(groups))
 	for _, row := range comparisonRows(r) {
 		hr := htmlRow{Name: row.Name, Params: row.Params, Ratio: row.ratioText()}
 		if hr.Ratio == "" && row.Better == NoDirection {

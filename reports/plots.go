@@ -276,10 +276,18 @@ func servicesAxis(p *plot.Plot, xs []float64) {
 // numberTicks are gonum's default ticks labelled like the tables (12 k, 0.5, 3.2 k).
 type numberTicks struct{ unit string }
 
-// Ticks implements plot.Ticker.
+// Ticks implements plot.Ticker. Sizes in bytes are ticked at round numbers of the
+// binary unit they print in (16 MiB, not 19.1 MiB).
 func (t numberTicks) Ticks(lo, hi float64) []plot.Tick {
-	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	scale := 1.0
+	if t.unit == UnitBytes {
+		for scale*1024 <= math.Max(math.Abs(lo), math.Abs(hi)) && scale < 1<<30 {
+			scale *= 1024
+		}
+	}
+	ticks := plot.DefaultTicks{}.Ticks(lo/scale, hi/scale)
 	for i := range ticks {
+		ticks[i].Value *= scale
 		if ticks[i].Label != "" {
 			ticks[i].Label = formatValue(ticks[i].Value, t.unit)
 		}
@@ -338,12 +346,23 @@ func (d *drawer) backendSeries(ps []point, title, y, unit, stat string, log bool
 		p.Y.Min = 0
 		p.Y.Tick.Marker = numberTicks{unit}
 	}
-	for _, b := range d.ordered(keys) {
-		if err := d.addLine(p, &leg, *all[b], d.color(b), nil, draw.CircleGlyph{}); err != nil {
+	bs := d.ordered(keys)
+	for j, b := range bs {
+		// Nudge each backend a little along the (log) x axis, so that bars at one size
+		// do not hide each other.
+		s := *all[b]
+		s.xys = slices.Clone(s.xys)
+		nudge := math.Exp(0.015 * (float64(j) - float64(len(bs)-1)/2))
+		for i := range s.xys {
+			s.xys[i].X *= nudge
+		}
+		if err := d.addLine(p, &leg, s, d.color(b), nil, draw.CircleGlyph{}); err != nil {
 			return nil, leg, err
 		}
 	}
-	if !log {
+	if log {
+		p.Y.Min, p.Y.Max = p.Y.Min/1.2, p.Y.Max*1.2 // the end points' glyphs inside the frame
+	} else {
 		p.Y.Max *= 1.08 // the top bar's cap off the frame
 	}
 	return p, leg, nil
@@ -614,12 +633,12 @@ func (d *drawer) rules() ([]Figure, error) {
 			ps = append(ps, p)
 		}
 	}
-	p, leg, err := d.backendSeries(ps, "", "rules (nftables: rules + map elements)", UnitCount, "p50", false)
+	p, leg, err := d.backendSeries(ps, "", "rules, elements or servers", UnitCount, "p50", false)
 	if err != nil || p == nil {
 		return nil, err
 	}
 	return []Figure{{Name: "rules", Title: "Rules in the kernel after a full sync, by Services",
-		Note:   "What each mode holds in the kernel for the same Services (the userspace proxy: its listeners).",
+		Note:   "What each mode holds in the kernel for the same Services: iptables rules; nftables rules and map elements; IPVS virtual and real servers; the userspace proxy's portal rules.",
 		Panels: []*plot.Plot{p}, Legend: leg}}, nil
 }
 

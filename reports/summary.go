@@ -50,14 +50,14 @@ func Summary(w io.Writer, r *Results) error {
 			fmt.Fprintf(tw, "\t%s\n", row.ratioText())
 		}
 	}
-	if outs := Outliers(r); len(outs) > 0 {
-		fmt.Fprintf(tw, "\nSAMPLES FAR FROM THE REST (more than %dx their median)\n", OutlierFactor)
-		for i, o := range outs {
+	if gs := groupOutliers(Outliers(r)); len(gs) > 0 {
+		fmt.Fprintf(tw, "\nSAMPLES FAR FROM THE REST (more than %dx their median; costliest first)\n", OutlierFactor)
+		for i, g := range gs {
 			if i == summaryOutliers {
-				fmt.Fprintln(tw, countLine(i, len(outs)))
+				fmt.Fprintln(tw, countLine(i, len(gs)))
 				break
 			}
-			fmt.Fprintln(tw, o.String())
+			fmt.Fprintln(tw, g.String())
 		}
 	}
 	for _, p := range points(r) {

@@ -3,6 +3,7 @@ package reports
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -100,6 +101,59 @@ func Outliers(r *Results) []Outlier {
 	return out
 }
 
+// outlierGroup is the outliers of one measurement.
+type outlierGroup struct {
+	first  Outlier // the worst: largest factor
+	count  int
+	excess float64 // sum of |value - median|, in the unit
+}
+
+// String describes the group in one line: the worst sample as Outlier.String, and how
+// many others of the measurement stand out too.
+func (g outlierGroup) String() string {
+	s := g.first.String()
+	if g.count > 1 {
+		s += fmt.Sprintf(" (worst of %d such samples out of %d)", g.count, g.first.N)
+	}
+	return s
+}
+
+// groupOutliers gathers outs by measurement, the groups that cost the most time first
+// (a 210 s sync before a 100 ms lookup), then the others by their worst factor.
+func groupOutliers(outs []Outlier) []outlierGroup {
+	var gs []outlierGroup
+	idx := map[string]int{}
+	for _, o := range outs {
+		k := o.Backend + "\x00" + o.Name + "\x00" + paramString(o.Params, " ")
+		i, ok := idx[k]
+		if !ok {
+			i = len(gs)
+			idx[k] = i
+			gs = append(gs, outlierGroup{first: o})
+		}
+		g := &gs[i]
+		g.count++
+		g.excess += math.Abs(o.Value - o.Median)
+		if o.Factor() > g.first.Factor() {
+			g.first = o
+		}
+	}
+	slices.SortStableFunc(gs, func(a, b outlierGroup) int {
+		at, bt := a.first.Unit == UnitSeconds, b.first.Unit == UnitSeconds
+		switch {
+		case at && bt:
+			return cmp.Compare(b.excess, a.excess)
+		case at != bt:
+			if at {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(b.first.Factor(), a.first.Factor())
+	})
+	return gs
+}
+
 // tailText renders a summary's tail for a table cell: "p99 1.2 s, max 211 s" (one
 // figure when p99 and max print the same), or "" for a single sample.
 func tailText(s stats.Summary, unit string) string {
@@ -118,7 +172,7 @@ func countLine(shown, total int) string {
 	if total <= shown {
 		return ""
 	}
-	return fmt.Sprintf("and %d more (all in results.json: samples beyond %dx their median)", total-shown, OutlierFactor)
+	return fmt.Sprintf("and %d more measurements with such samples", total-shown)
 }
 
 // joinNonEmpty joins the non-empty parts with sep.
