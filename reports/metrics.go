@@ -130,6 +130,9 @@ func sig3(v float64) string {
 	if v == math.Trunc(v) && math.Abs(v) < 1e6 {
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	}
+	if a := math.Abs(v); a >= 1000 && a < 1e6 {
+		return strconv.FormatFloat(v, 'f', 0, 64) // 1485 s, not 1.49e+03 s
+	}
 	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 

@@ -334,6 +334,7 @@ func TestFormatValue(t *testing.T) {
 		{4.75e-5, UnitSeconds, "47.5 µs"},
 		{3e-8, UnitSeconds, "30 ns"},
 		{0, UnitSeconds, "0 s"},
+		{1485.16, UnitSeconds, "1485 s"},
 		{182012, UnitCount, "182 k"},
 		{512, UnitPerSecond, "512/s"},
 		{13900, UnitPerSecond, "13.9 k/s"},
