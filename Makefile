@@ -60,9 +60,11 @@ lint:
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 
-## bench: the default benchmark, report in out/<timestamp>/
+## bench: the default benchmark on the kernel modes that run here (iptables, iptables-legacy,
+## nftables; userspace, removed from kube-proxy in 1.26, runs with --backend userspace),
+## report in out/<timestamp>/
 bench: deps build
-	./$(BIN) run scenarios/bench.yaml --backend ours --out $(OUT)
+	./$(BIN) run scenarios/bench.yaml --backend iptables,iptables-legacy,nftables --out $(OUT)
 
 ## vm-ladder: iptables, nftables and ipvs side by side to 5k Services in the microVM (TCG;
 ## about 22 min on this 2-core machine while loaded; see scenarios/vm-ladder.yaml)
