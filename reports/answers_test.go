@@ -293,3 +293,15 @@ func TestSummaryNotesIPVSDeprecation(t *testing.T) {
 	require.NoError(t, Summary(&with, r))
 	assert.Contains(t, with.String(), "KEP-5495")
 }
+
+// TestConformanceReport: a run of cases only (kpbench conform) shows its matrix, and no
+// empty answers table.
+func TestConformanceReport(t *testing.T) {
+	r := &Results{Scenario: "conformance", Cases: []Case{{Name: "[sig-network] Services should serve a basic endpoint from pods", Backend: "nftables", Result: CasePass}}}
+	var page bytes.Buffer
+	require.NoError(t, WriteHTML(&page, r))
+	assert.True(t, strings.Contains(page.String(), `<h2 id="conformance">Conformance</h2>`))
+	assert.False(t, strings.Contains(page.String(), "Which mode at which scale?"))
+	assert.False(t, strings.Contains(page.String(), "No measurements in this run."))
+	assert.False(t, strings.Contains(page.String(), "Every figure"))
+}

@@ -57,15 +57,15 @@ nav a { margin-right: 1em; }
 <section id="{{.ID}}">
 {{if $.Multi}}<h2>{{.Heading}}</h2>{{end}}
 <p class="muted">{{.EnvLine}}</p>
-<h2 id="{{.Prefix}}answers">Which mode at which scale?</h2>
-{{if .Answers.Rows}}<table class="answers">
+{{if .Answers.Rows}}<h2 id="{{.Prefix}}answers">Which mode at which scale?</h2>
+<table class="answers">
 <tr><th></th>{{range .Answers.Sizes}}<th>{{.}}</th>{{end}}</tr>
 {{range .Answers.Rows}}<tr><th class="q">{{.Title}}<span class="dir">{{.Direction}}</span></th>{{range .Cells}}<td>{{if .Winner}}<span class="win">{{.Winner}}</span> <span class="val">{{.Value}}</span>{{if .Vs}}<span class="sub">{{.Vs}}</span>{{end}}{{if .Last}}<span class="sub">{{.Last}}</span>{{end}}{{else}}—{{end}}</td>{{end}}</tr>
 {{end}}</table>
 <p class="muted">Best backend of this run for each figure and size, and how many times better than the next best; slowest last.
 Figures compare only backends measured here, on this kernel, by the direction of each figure; "—" is not measured.
 {{.Pooling}} p99 and max of every figure are in the <a href="#{{.Prefix}}figures">tables</a>.</p>
-{{else}}<p>No measurements in this run.</p>{{end}}
+{{else if not .Matrix}}<p>No measurements in this run.</p>{{end}}
 {{if .Outliers}}<div class="tails"><b>Samples far from the rest</b> (more than {{$.Factor}}x their measurement's median; the measurements whose tails cost the most time first):<ul>
 {{range .Outliers}}<li>{{.}}</li>
 {{end}}</ul>{{if .MoreOutliers}}<p>{{.MoreOutliers}}; every one is listed with the <a href="#{{.Prefix}}figures">tables</a>.</p>{{end}}</div>{{end}}
@@ -91,11 +91,11 @@ Figures compare only backends measured here, on this kernel, by the direction of
 <h2 id="tables">Tables</h2>
 {{range .Sections}}
 {{if $.Multi}}<h3>{{.Heading}}</h3>{{end}}
-<h3 id="{{.Prefix}}figures">Every figure: median (p99, max, n)</h3>
-{{if .Rows}}<table>
+{{if .Rows}}<h3 id="{{.Prefix}}figures">Every figure: median (p99, max, n)</h3>
+<table>
 <tr><th>measurement</th><th>parameters</th>{{range .Backends}}<th>{{.}}</th>{{end}}<th>best (by the figure's direction)</th></tr>
 {{range .Rows}}<tr><td>{{.Name}}</td><td>{{.Params}}</td>{{range .Cells}}<td class="num{{if .Best}} best{{end}}">{{.Median}}{{if .Tail}}<span class="sub">{{.Tail}}</span>{{end}}</td>{{end}}<td>{{.Ratio}}</td></tr>
-{{end}}</table>{{else}}<p>No measurements in this run.</p>{{end}}
+{{end}}</table>{{end}}
 {{if .AllOutliers}}<h3>Every sample far from the rest</h3><ul class="muted">{{range .AllOutliers}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{if .Published}}<h3>Published first-packet latencies beside this run</h3>
 <p class="muted">{{.PublishedSource}}; read off the chart's bars (±4 µs). Another machine and method: the shapes compare, the values do not.</p>
