@@ -136,6 +136,13 @@ func TestAnswersNoRatioAgainstZero(t *testing.T) {
 	assert.Empty(t, rows[0].ratioText(), "no best against a zero")
 }
 
+func TestAnswersNearTie(t *testing.T) {
+	r := &Results{}
+	r.Add("a", meas(MeasureSync, full("1000"), UnitSeconds, 1.00, 1.00, 1.00))
+	r.Add("b", meas(MeasureSync, full("1000"), UnitSeconds, 1.03, 1.03, 1.03))
+	assert.Equal(t, "within 5% of b (1.03 s)", answerCell(cell(t, answers(r), "full sync", "1000")).Vs, "no winner by noise")
+}
+
 func TestAnswersOneBackend(t *testing.T) {
 	r := &Results{Scenario: "solo"}
 	r.Add("nftables", meas(MeasureSync, full("1000"), UnitSeconds, 0.2, 0.3))

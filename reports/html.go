@@ -419,7 +419,9 @@ func answerCell(a answer) htmlAnswerCell {
 		return c
 	}
 	next := a.Standings[1]
-	if ratio, ok := a.Ratio(); ok {
+	if ratio, ok := a.Ratio(); ok && ratio < 1.05 {
+		c.Vs = fmt.Sprintf("within 5%% of %s (%s)", next.Backend, formatValue(next.Value, next.Unit))
+	} else if ok {
 		c.Vs = fmt.Sprintf("%s %s than %s (%s)", ratioString(ratio), comparative(best.Unit, a.Better), next.Backend, formatValue(next.Value, next.Unit))
 	} else {
 		c.Vs = fmt.Sprintf("next: %s %s", next.Backend, formatValue(next.Value, next.Unit))

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"kpbench.dev/kpbench/reports/stats"
@@ -161,12 +162,16 @@ type Measurement struct {
 	Offsets []float64 `json:"offsets,omitempty"`
 }
 
-// Measured reports whether m holds a figure: samples, and for a duration not only
-// zeros. Older runs recorded the tool CPU of backends that do not measure it as 0 s
-// (issue 22); a duration of exactly zero is not a measurement, and reports show "—".
+// Measured reports whether m holds a figure: samples, for a duration not only zeros, for
+// a size no negative one. Older runs recorded the tool CPU of backends that do not
+// measure it as 0 s (issue 22), and kernel memory is a host-wide growth that other
+// processes can make negative; neither is a measurement, and reports show "—".
 func (m *Measurement) Measured() bool {
 	if len(m.Samples) == 0 {
 		return false
+	}
+	if m.Unit == UnitBytes {
+		return !slices.ContainsFunc(m.Samples, func(v float64) bool { return v < 0 })
 	}
 	if m.Unit != UnitSeconds {
 		return true

@@ -60,6 +60,8 @@ func TestMeasured(t *testing.T) {
 		{"zero seconds only: not measured", Measurement{Unit: UnitSeconds, Samples: []float64{0, 0}}, false},
 		{"one real duration", Measurement{Unit: UnitSeconds, Samples: []float64{0, 0.2}}, true},
 		{"a zero count is a figure", Measurement{Unit: UnitCount, Samples: []float64{0}}, true},
+		{"a negative size is not (host-wide memory growth swamped by others)", Measurement{Unit: UnitBytes, Samples: []float64{-2.9e6}}, false},
+		{"a size", Measurement{Unit: UnitBytes, Samples: []float64{3e6}}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
