@@ -79,6 +79,9 @@ type standing struct {
 type answer struct {
 	Standings []standing
 	Better    Better
+	// Missing are the backends that measured this figure at another size of the run but
+	// not at this one (not measured, or a figure that is no measurement).
+	Missing []string
 }
 
 // Best is the winner, or nil when nothing was measured.
@@ -181,6 +184,17 @@ func answers(r *Results) answersTable {
 				}
 				s := Summarize(pooled[k])
 				a.Standings = append(a.Standings, standing{Backend: b, Unit: units[k], Value: statOf(s, q.Stat), Summary: s})
+			}
+			for _, b := range backends(r) {
+				if len(pooled[key{q.Title, size, b}]) > 0 {
+					continue
+				}
+				for _, other := range t.Sizes {
+					if len(pooled[key{q.Title, other, b}]) > 0 {
+						a.Missing = append(a.Missing, b)
+						break
+					}
+				}
 			}
 			slices.SortStableFunc(a.Standings, func(x, y standing) int {
 				switch a.Better {

@@ -97,6 +97,11 @@ func TestAnswers(t *testing.T) {
 			assert.NotContains(t, row.Question.Title, "programming latency")
 		}
 	})
+	t.Run("a backend that measured other sizes but not this one is named", func(t *testing.T) {
+		a := cell(t, at, "full sync", "10000")
+		assert.Equal(t, []string{"userspace"}, a.Missing)
+		assert.Equal(t, "not measured: userspace", answerCell(a).Missing)
+	})
 	t.Run("a size without the figure is —", func(t *testing.T) {
 		a := cell(t, at, "new connections per second", "1000")
 		assert.Nil(t, a.Best())

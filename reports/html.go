@@ -60,7 +60,7 @@ nav a { margin-right: 1em; }
 {{if .Answers.Rows}}<h2 id="{{.Prefix}}answers">Which mode at which scale?</h2>
 <table class="answers">
 <tr><th></th>{{range .Answers.Sizes}}<th>{{.}}</th>{{end}}</tr>
-{{range .Answers.Rows}}<tr><th class="q">{{.Title}}<span class="dir">{{.Direction}}</span></th>{{range .Cells}}<td>{{if .Winner}}<span class="win">{{.Winner}}</span> <span class="val">{{.Value}}</span>{{if .Vs}}<span class="sub">{{.Vs}}</span>{{end}}{{if .Last}}<span class="sub">{{.Last}}</span>{{end}}{{else}}—{{end}}</td>{{end}}</tr>
+{{range .Answers.Rows}}<tr><th class="q">{{.Title}}<span class="dir">{{.Direction}}</span></th>{{range .Cells}}<td>{{if .Winner}}<span class="win">{{.Winner}}</span> <span class="val">{{.Value}}</span>{{if .Vs}}<span class="sub">{{.Vs}}</span>{{end}}{{if .Last}}<span class="sub">{{.Last}}</span>{{end}}{{if .Missing}}<span class="sub">{{.Missing}}</span>{{end}}{{else}}—{{end}}</td>{{end}}</tr>
 {{end}}</table>
 <p class="muted">Best backend of this run for each figure and size, and how many times better than the next best; slowest last.
 Figures compare only backends measured here, on this kernel, by the direction of each figure; "—" is not measured.
@@ -112,7 +112,7 @@ Figures compare only backends measured here, on this kernel, by the direction of
 `
 
 type htmlAnswerCell struct {
-	Winner, Value, Vs, Last string
+	Winner, Value, Vs, Last, Missing string
 }
 
 type htmlAnswerRow struct {
@@ -414,6 +414,9 @@ func answerCell(a answer) htmlAnswerCell {
 		return htmlAnswerCell{}
 	}
 	c := htmlAnswerCell{Winner: best.Backend, Value: formatValue(best.Value, best.Unit)}
+	if len(a.Missing) > 0 {
+		c.Missing = "not measured: " + strings.Join(a.Missing, ", ")
+	}
 	if len(a.Standings) == 1 {
 		c.Vs = "the only backend measured"
 		return c

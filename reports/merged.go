@@ -120,7 +120,11 @@ func sectionsOf(srcs []Source) []section {
 	used := map[string]bool{}
 	for i, s := range srcs {
 		e := s.Results.Environment
-		id := strings.Trim(nonID.ReplaceAllString(strings.ToLower(cmpOr(e.Accelerator, "native")+"-"+e.KernelRelease+"-"+s.Results.Scenario), "-"), "-")
+		release := e.KernelRelease
+		if f := strings.Fields(release); len(f) > 0 {
+			release = f[0] // "6.1.0-57-amd64 (microVM kernel 6.1.0-57)"
+		}
+		id := strings.Trim(nonID.ReplaceAllString(strings.ToLower(cmpOr(e.Accelerator, "native")+"-"+release+"-"+s.Results.Scenario), "-"), "-")
 		if id == "" {
 			id = "run"
 		}

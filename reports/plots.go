@@ -620,8 +620,15 @@ func (d *drawer) kernelMemory() ([]Figure, error) {
 	if err != nil || p == nil {
 		return nil, err
 	}
+	note := "Growth of unreclaimable slab plus vmalloc since a settled baseline, read host-wide after a full sync: one sample per size, noisy. Lower is better."
+	for _, pt := range points(d.r) {
+		if pt.m.Name == MeasureRulesMemory && len(pt.m.Samples) > 0 && !pt.m.Measured() {
+			note += " Missing points came out negative (other processes freed memory meanwhile): not measured."
+			break
+		}
+	}
 	return []Figure{{Name: "kernel-memory", Title: "Kernel memory of the rules, by Services",
-		Note:   "Growth of unreclaimable slab plus vmalloc since a settled baseline, read host-wide after a full sync: one sample per size, noisy. Lower is better.",
+		Note:   note,
 		Panels: []*plot.Plot{p}, Legend: leg}}, nil
 }
 
