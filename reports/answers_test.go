@@ -317,3 +317,17 @@ func TestConformanceReport(t *testing.T) {
 	assert.False(t, strings.Contains(page.String(), "No measurements in this run."))
 	assert.False(t, strings.Contains(page.String(), "Every figure"))
 }
+
+// TestOutliersOfAnsweredFigures: the box above the charts shows the tails of
+// the answered figures; a throughput load's latencies go to the tables only.
+func TestOutliersOfAnsweredFigures(t *testing.T) {
+	r := &Results{}
+	r.Add("nftables", meas(MeasureThroughputLatency, size("1000"), UnitSeconds, 1e-4, 1e-4, 1e-4, 0.5))
+	r.Add("nftables", meas(MeasureSync, partial("1000"), UnitSeconds, 0.1, 0.1, 0.1, 5))
+	var page bytes.Buffer
+	require.NoError(t, WriteHTML(&page, r))
+	box := page.String()[strings.Index(page.String(), `<div class="tails">`):strings.Index(page.String(), `id="charts"`)]
+	assert.Contains(t, box, "nftables sync services=1000 kind=partial")
+	assert.NotContains(t, box, "throughput-latency")
+	assert.Contains(t, page.String()[strings.Index(page.String(), "Every sample far from the rest"):], "throughput-latency")
+}

@@ -335,7 +335,9 @@ func htmlSectionOf(s section, palette []string) (htmlSection, error) {
 	for _, o := range outs {
 		hs.AllOutliers = append(hs.AllOutliers, o.String())
 	}
-	groups := groupOutliers(outs)
+	// Above the charts: the tails of the figures the answers are about; every other one
+	// (the latencies of a throughput load, for instance) is listed with the tables.
+	groups := groupOutliers(answeredOutliers(outs))
 	for i, g := range groups {
 		if i < shownOutliers {
 			hs.Outliers = append(hs.Outliers, g.String())

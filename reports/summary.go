@@ -50,7 +50,7 @@ func Summary(w io.Writer, r *Results) error {
 			fmt.Fprintf(tw, "\t%s\n", row.ratioText())
 		}
 	}
-	if gs := groupOutliers(Outliers(r)); len(gs) > 0 {
+	if gs := groupOutliers(answeredOutliers(Outliers(r))); len(gs) > 0 {
 		fmt.Fprintf(tw, "\nSAMPLES FAR FROM THE REST (more than %dx their median; costliest first)\n", OutlierFactor)
 		for i, g := range gs {
 			if i == summaryOutliers {

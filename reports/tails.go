@@ -154,6 +154,20 @@ func groupOutliers(outs []Outlier) []outlierGroup {
 	return gs
 }
 
+// answeredOutliers keeps the outliers of the measurements the answers table reads.
+func answeredOutliers(outs []Outlier) []Outlier {
+	var keep []Outlier
+	for _, o := range outs {
+		m := &Measurement{Name: o.Name, Params: o.Params, Unit: o.Unit, Samples: []float64{1}}
+		if slices.ContainsFunc(questions, func(q question) bool {
+			return slices.ContainsFunc(q.Names, func(n string) bool { return q.selects(m, n) })
+		}) {
+			keep = append(keep, o)
+		}
+	}
+	return keep
+}
+
 // tailText renders a summary's tail for a table cell: "p99 1.2 s, max 211 s" (one
 // figure when p99 and max print the same), or "" for a single sample.
 func tailText(s stats.Summary, unit string) string {
