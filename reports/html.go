@@ -355,6 +355,8 @@ func htmlSectionOf(s section, palette []string) (htmlSection, error) {
 				c = htmlCell{Median: formatValue(sm.P50, row.Unit), Best: row.Ratio > 0 && b == row.Best}
 				if t := tailText(sm, row.Unit); t != "" {
 					c.Tail = fmt.Sprintf("%s, n=%d", t, sm.N)
+				} else if sm.N > 1 {
+					c.Tail = fmt.Sprintf("all %d alike", sm.N)
 				}
 			}
 			hr.Cells = append(hr.Cells, c)

@@ -253,7 +253,7 @@ func (row comparisonRow) cellText(backend string) string {
 	if !ok || s.N == 0 {
 		return "—"
 	}
-	if s.N == 1 {
+	if s.N == 1 || s.Min == s.Max {
 		return formatValue(s.P50, row.Unit)
 	}
 	return formatValue(s.P50, row.Unit) + " | " + formatValue(s.P99, row.Unit) + " | " + formatValue(s.Max, row.Unit)

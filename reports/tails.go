@@ -171,8 +171,8 @@ func answeredOutliers(outs []Outlier) []Outlier {
 // tailText renders a summary's tail for a table cell: "p99 1.2 s, max 211 s" (one
 // figure when p99 and max print the same), or "" for a single sample.
 func tailText(s stats.Summary, unit string) string {
-	if s.N < 2 {
-		return ""
+	if s.N < 2 || s.Min == s.Max {
+		return "" // one sample, or all alike: no tail
 	}
 	p99, mx := formatValue(s.P99, unit), formatValue(s.Max, unit)
 	if p99 == mx {
