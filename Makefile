@@ -12,13 +12,22 @@ FUZZTIME  ?= 10m
 COMMIT    := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X kpbench.dev/kpbench/internal/version.Commit=$(COMMIT)
 
-.PHONY: all deps build test test-vm lint fmt bench scale soak clean fuzz upstream
+.PHONY: all deps test-deps vm-deps build test test-vm lint fmt bench scale soak clean fuzz upstream vm-ladder
 
 all: build
 
-## deps: install the Debian packages kpbench runs (idempotent)
+## deps: install the Debian packages the bench runs: iptables, nftables, ipset, conntrack,
+## iproute2, ipvsadm, curl (idempotent; what make bench needs, nothing more)
 deps:
-	@bash hack/install-deps.sh
+	@bash hack/install-deps.sh bench
+
+## vm-deps: deps, and what the microVM needs (qemu, busybox, cpio, kmod, xz, zstd, binutils)
+vm-deps:
+	@bash hack/install-deps.sh bench vm
+
+## test-deps: everything the tests need: deps, vm-deps, chromium (report screenshots), strace
+test-deps:
+	@bash hack/install-deps.sh bench vm test
 
 ## build: the kpbench binary at ./bin/kpbench
 build:
@@ -29,7 +38,7 @@ build:
 ## IPVS tests inside the microVM (this kernel has no IPVS). Builds the upstream reference
 ## binaries first (make upstream: 6-14 min cold, seconds warm) so that the tests against
 ## kube-proxy itself run too.
-test: deps build lint upstream
+test: test-deps build lint upstream
 	$(GO) test $(TEST_FLAGS) ./...
 	$(MAKE) fuzz FUZZTIME=10s
 	$(MAKE) test-vm
@@ -44,7 +53,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAnswer$$' -fuzztime $(FUZZTIME) ./lab/echo/
 
 ## test-vm: the tests that need IPVS, run inside the microVM (lab/vm), where they must not skip
-test-vm: build
+test-vm: vm-deps build
 	KPBENCH_REQUIRE_IPVS=1 $(GO) test $(TEST_FLAGS) -exec "$(abspath $(BIN)) vm exec --" ./backends/ipvs/ ./backends/all/
 
 ## lint: gofmt, go vet, staticcheck
@@ -54,9 +63,16 @@ lint:
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 
-## bench: the default benchmark, report in out/<timestamp>/
+## bench: the default benchmark on the kernel modes that run here (iptables, iptables-legacy,
+## nftables; userspace, removed from kube-proxy in 1.26, runs with --backend userspace),
+## report in out/<timestamp>/
 bench: deps build
-	./$(BIN) run scenarios/bench.yaml --backend ours --out $(OUT)
+	./$(BIN) run scenarios/bench.yaml --backend iptables,iptables-legacy,nftables --out $(OUT)
+
+## vm-ladder: iptables, nftables and ipvs side by side to 5k Services in the microVM (TCG;
+## about 22 min on this 2-core machine while loaded; see scenarios/vm-ladder.yaml)
+vm-ladder: vm-deps build
+	./$(BIN) vm run --timeout 60m --mem 3G -- run scenarios/vm-ladder.yaml --backend iptables,nftables,ipvs --out $(OUT)
 
 ## scale: the ladder to 20k Services on iptables (with the whole-table cache hint),
 ## iptables-legacy and nftables (~7 min here; see scenarios/scale.yaml)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"kpbench.dev/kpbench/reports/stats"
 )
 
 // orderedKeys returns params' keys: the well-known ones first, then the rest sorted.
@@ -128,6 +130,9 @@ func sig3(v float64) string {
 	if v == math.Trunc(v) && math.Abs(v) < 1e6 {
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	}
+	if a := math.Abs(v); a >= 1000 && a < 1e6 {
+		return strconv.FormatFloat(v, 'f', 0, 64) // 1485 s, not 1.49e+03 s
+	}
 	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
@@ -144,24 +149,30 @@ func lowerIsBetter(unit string) (lower, ok bool) {
 }
 
 // comparisonRow is one metric (measurement name and params) across the backends of a
-// run: the figure of each backend and the ratio between the worst and the best.
+// run: the summary of each backend, and the best and worst by the metric's direction.
 type comparisonRow struct {
 	Name, Params, Unit string
-	// Values is the median per backend ("" when the backend lacks the metric).
+	// Values is the median per backend (absent when the backend lacks the metric).
 	Values map[string]float64
-	// Best and Worst name the backends at each end; Ratio = worst/best (>= 1), 0 when fewer
-	// than two backends have the metric or the unit has no direction.
+	// Summaries is the summary per backend, for the tails (p99, max, n).
+	Summaries map[string]stats.Summary
+	// Better is the metric's direction (declared, else the unit's rule).
+	Better Better
+	// Best and Worst name the backends at each end; Ratio = how many times better the
+	// best is than the worst (>= 1), 0 when fewer than two backends have the metric, the
+	// metric has no direction, or a median is not positive.
 	Best, Worst string
 	Ratio       float64
 }
 
 // comparisonRows groups r's measurements by name and params (distributions and per-rule
-// series excluded: they are drawn, not tabulated) in first-seen order.
+// series excluded: they are drawn, not tabulated) in first-seen order, sizes increasing
+// within a measurement.
 func comparisonRows(r *Results) []comparisonRow {
 	var rows []comparisonRow
 	idx := map[string]int{}
 	for _, p := range points(r) {
-		if p.m.Name == MeasureDistribution || p.m.Name == MeasurePerRule || len(p.m.Samples) == 0 {
+		if p.m.Name == MeasureDistribution || p.m.Name == MeasurePerRule || !p.m.Measured() {
 			continue
 		}
 		key := p.m.Name + "\x00" + paramString(p.m.Params, " ") + "\x00" + p.m.Unit
@@ -169,9 +180,11 @@ func comparisonRows(r *Results) []comparisonRow {
 		if !ok {
 			i = len(rows)
 			idx[key] = i
-			rows = append(rows, comparisonRow{Name: p.m.Name, Params: paramString(p.m.Params, " "), Unit: p.m.Unit, Values: map[string]float64{}})
+			rows = append(rows, comparisonRow{Name: p.m.Name, Params: paramString(p.m.Params, " "), Unit: p.m.Unit,
+				Values: map[string]float64{}, Summaries: map[string]stats.Summary{}, Better: betterOf(r, p.m)})
 		}
 		rows[i].Values[p.backend] = p.m.Summary.P50
+		rows[i].Summaries[p.backend] = p.m.Summary
 	}
 	// Group the rows by measurement (in first-seen order), sizes increasing.
 	first := map[string]int{}
@@ -194,10 +207,10 @@ func comparisonRows(r *Results) []comparisonRow {
 	})
 	for i := range rows {
 		row := &rows[i]
-		lower, ok := lowerIsBetter(row.Unit)
-		if !ok {
-			lower = true // counts and bytes: smaller tables are the usual aim; ratio only informative
+		if row.Better == NoDirection {
+			continue
 		}
+		lower := row.Better == LowerIsBetter
 		for _, b := range backends(r) {
 			v, has := row.Values[b]
 			if !has {
@@ -210,22 +223,38 @@ func comparisonRows(r *Results) []comparisonRow {
 				row.Worst = b
 			}
 		}
-		if len(row.Values) >= 2 && row.Best != row.Worst {
-			best, worst := row.Values[row.Best], row.Values[row.Worst]
-			if lower && best > 0 {
-				row.Ratio = worst / best
-			} else if !lower && worst > 0 {
-				row.Ratio = best / worst
-			}
+		best, worst := row.Values[row.Best], row.Values[row.Worst]
+		if len(row.Values) < 2 || row.Best == row.Worst || best <= 0 || worst <= 0 {
+			row.Best, row.Worst = "", ""
+			continue
+		}
+		if lower {
+			row.Ratio = worst / best
+		} else {
+			row.Ratio = best / worst
 		}
 	}
 	return rows
 }
 
-// ratioText renders a row's ratio, e.g. "4.9x (nftables best)".
+// ratioText renders a row's ratio, e.g. "nftables best, 4.9x faster than iptables".
 func (row comparisonRow) ratioText() string {
 	if row.Ratio == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%.3gx (%s best)", row.Ratio, row.Best)
+	return fmt.Sprintf("%s best, %s %s than %s", row.Best, ratioString(row.Ratio), comparative(row.Unit, row.Better), row.Worst)
+}
+
+// cellText renders one backend's figure of a row for the terminal: "540 ms | 207 s |
+// 211 s" (median, p99, max; one figure for a single sample), or "—" when it was not
+// measured.
+func (row comparisonRow) cellText(backend string) string {
+	s, ok := row.Summaries[backend]
+	if !ok || s.N == 0 {
+		return "—"
+	}
+	if s.N == 1 || s.Min == s.Max {
+		return formatValue(s.P50, row.Unit)
+	}
+	return formatValue(s.P50, row.Unit) + " | " + formatValue(s.P99, row.Unit) + " | " + formatValue(s.Max, row.Unit)
 }

@@ -1,7 +1,6 @@
 package reports
 
 import (
-	"bytes"
 	"fmt"
 	"image/color"
 	"maps"
@@ -14,33 +13,28 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
-// Figure is one plot drawn from a Results, ready to be saved or inlined.
-type Figure struct {
-	// Name is the file name without extension, e.g. "sync" or "lookup-iptables".
-	Name string
-	// Title is the plot's title, also used as the caption in report.html.
-	Title string
-	// Plot is the gonum plot.
-	Plot *plot.Plot
+// Figures draws every chart whose data exists in r, in the order of report.html:
+// first-packet latency (p50/p90/p99 per backend and size, beside the published KEP-3866
+// figures on real hardware), full and partial sync against Services, first-packet
+// latency by rule position, programming latency, throughput, kernel memory, rules,
+// distribution, per-rule add latency. A measurement that is absent gives no chart.
+func Figures(r *Results) ([]Figure, error) {
+	return figuresWith(r, backends(r))
 }
 
-// Figure size in the files and in report.html.
-const (
-	figureWidth  = 18 * vg.Centimeter
-	figureHeight = 11 * vg.Centimeter
-)
-
-// Figures draws every plot whose data exists in r, in a fixed order: sync time, lookup
-// cost (one per backend), programming latency CDF, distribution (one per backend and
-// point), per-rule add latency, throughput. A measurement that is absent gives no plot.
-func Figures(r *Results) ([]Figure, error) {
-	d := newDrawer(r)
+// figuresWith draws r's figures with colours assigned in the order of palette (so that a
+// backend keeps its colour in every section of a merged report).
+func figuresWith(r *Results, palette []string) ([]Figure, error) {
+	d := &drawer{r: r, palette: palette}
 	var figs []Figure
-	for _, f := range []func() ([]Figure, error){d.sync, d.lookup, d.programmingLatency, d.distribution, d.perRule, d.throughput} {
+	for _, f := range []func() ([]Figure, error){
+		d.firstPacket, d.syncs, d.lookupPositions, d.programmingLatency, d.throughput,
+		d.kernelMemory, d.rules, d.distribution, d.perRule,
+	} {
 		fs, err := f()
 		if err != nil {
 			return nil, err
@@ -57,6 +51,11 @@ func WritePlots(dir string, r *Results) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return writeFigures(dir, "", figs)
+}
+
+// writeFigures saves figs as DIR/plots/<prefix><name>.png and .svg.
+func writeFigures(dir, prefix string, figs []Figure) ([]string, error) {
 	out := filepath.Join(dir, "plots")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, fmt.Errorf("write plots: %w", err)
@@ -68,7 +67,7 @@ func WritePlots(dir string, r *Results) ([]string, error) {
 			if err != nil {
 				return files, err
 			}
-			path := filepath.Join(out, f.Name+"."+format)
+			path := filepath.Join(out, prefix+f.Name+"."+format)
 			if err := writeFile(path, data); err != nil {
 				return files, err
 			}
@@ -78,68 +77,90 @@ func WritePlots(dir string, r *Results) ([]string, error) {
 	return files, nil
 }
 
-// render draws f in format ("png" or "svg").
-func render(f Figure, format string) ([]byte, error) {
-	wt, err := f.Plot.WriterTo(figureWidth, figureHeight, format)
-	if err != nil {
-		return nil, fmt.Errorf("plot %s: %w", f.Name, err)
-	}
-	var buf bytes.Buffer
-	if _, err := wt.WriteTo(&buf); err != nil {
-		return nil, fmt.Errorf("plot %s: %w", f.Name, err)
-	}
-	return buf.Bytes(), nil
-}
-
-// drawer keeps the colours consistent: a backend has the same colour in every plot.
+// drawer draws the figures of one Results, a backend in the same colour everywhere.
 type drawer struct {
-	r        *Results
-	backends []string
+	r       *Results
+	palette []string
 }
 
-func newDrawer(r *Results) *drawer { return &drawer{r: r, backends: backends(r)} }
-
-func (d *drawer) color(backend string) color.Color {
-	return plotutil.Color(max(slices.Index(d.backends, backend), 0))
+// backendColors is the Tableau 10 palette: distinct, and readable in print.
+var backendColors = []color.RGBA{
+	{0x4e, 0x79, 0xa7, 0xff}, {0xf2, 0x8e, 0x2b, 0xff}, {0xe1, 0x57, 0x59, 0xff}, {0x59, 0xa1, 0x4f, 0xff},
+	{0xb0, 0x7a, 0xa1, 0xff}, {0x76, 0xb7, 0xb2, 0xff}, {0xed, 0xc9, 0x48, 0xff}, {0x9c, 0x75, 0x5f, 0xff},
+	{0xff, 0x9d, 0xa7, 0xff}, {0xba, 0xb0, 0xac, 0xff},
 }
 
-// newPlot makes a plot with title, axis labels, a grid and the legend top-left.
-func newPlot(title, x, y string) *plot.Plot {
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = x
-	p.Y.Label.Text = y
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Add(plotter.NewGrid())
-	return p
+// color is backend's colour: its place in the palette, or after it for a backend the
+// palette lacks (the published figures' "iptables" in a run without iptables).
+func (d *drawer) color(backend string) color.RGBA {
+	i := slices.Index(d.palette, backend)
+	if i < 0 {
+		i = len(d.palette) + int(hashString(backend)%3)
+	}
+	return backendColors[i%len(backendColors)]
 }
 
-// series is one line: points sorted by x, with optional error bars (low, high offsets).
+func hashString(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint32(s[i])) * 16777619
+	}
+	return h
+}
+
+// lighten mixes c with white: f = 0 keeps c, f = 1 is white.
+func lighten(c color.RGBA, f float64) color.RGBA {
+	mix := func(v uint8) uint8 { return uint8(float64(v) + (255-float64(v))*f) }
+	return color.RGBA{mix(c.R), mix(c.G), mix(c.B), 0xff}
+}
+
+func plotterGrid() *plotter.Grid {
+	g := plotter.NewGrid()
+	g.Vertical.Color = color.Gray{Y: 0xe4}
+	g.Horizontal.Color = color.Gray{Y: 0xe4}
+	return g
+}
+
+// pointsNamed returns r's measurements called name that have samples, in file order.
+func (d *drawer) pointsNamed(names ...string) []point {
+	var ps []point
+	for _, p := range points(d.r) {
+		if slices.Contains(names, p.m.Name) && p.m.Measured() {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// series is one line of a chart: points sorted by x, with optional bars.
 type series struct {
-	label string
-	xys   plotter.XYs
-	errs  plotter.YErrors
+	label   string
+	backend string
+	xys     plotter.XYs
+	errs    plotter.YErrors
 }
 
-// add draws s as a line with points in the backend's colour and the style number's dashes
-// and glyph, with error bars when s has them.
-func (d *drawer) add(p *plot.Plot, s series, backend string, style int) error {
+// addLine draws s in its backend's colour with the given dashes and glyph, with its
+// bars when it has them, and adds it to the legend.
+func (d *drawer) addLine(p *plot.Plot, leg *plot.Legend, s series, c color.Color, dashes []vg.Length, shape draw.GlyphDrawer) error {
 	if len(s.xys) == 0 {
 		return nil
 	}
+	sortSeries(&s)
 	l, pts, err := plotter.NewLinePoints(s.xys)
 	if err != nil {
 		return fmt.Errorf("plot %s: %w", s.label, err)
 	}
-	c := d.color(backend)
 	l.Color = c
-	l.Width = vg.Points(1.5)
-	l.Dashes = plotutil.Dashes(style)
+	l.Width = vg.Points(1.6)
+	l.Dashes = dashes
 	pts.Color = c
-	pts.Shape = plotutil.Shape(style)
+	pts.Shape = shape
+	pts.Radius = vg.Points(2.6)
 	p.Add(l, pts)
-	p.Legend.Add(s.label, l, pts)
+	if leg != nil {
+		leg.Add(s.label, l, pts)
+	}
 	if len(s.errs) == len(s.xys) {
 		eb, err := plotter.NewYErrorBars(struct {
 			plotter.XYs
@@ -149,59 +170,14 @@ func (d *drawer) add(p *plot.Plot, s series, backend string, style int) error {
 			return fmt.Errorf("plot %s: %w", s.label, err)
 		}
 		eb.Color = c
+		eb.LineStyle.Width = vg.Points(1)
+		eb.CapWidth = vg.Points(5)
 		p.Add(eb)
 	}
 	return nil
 }
 
-// bySize collects, for measurements named name that label accepts, the median against
-// the "services" parameter, one series per label (and the backend owning each label).
-// Error bars span the 95% CI of the mean, clamped to [min, max], which shows at a glance
-// whether two lines are apart. Values <= 0 are dropped when positive is set (log axes).
-func (d *drawer) bySize(name string, positive bool, label func(pt point) (string, bool)) (map[string]*series, []string, []string) {
-	out := map[string]*series{}
-	var labels []string
-	owner := map[string]string{}
-	for _, pt := range points(d.r) {
-		if pt.m.Name != name || len(pt.m.Samples) == 0 {
-			continue
-		}
-		x, ok := services(pt.m)
-		if !ok {
-			continue
-		}
-		l, ok := label(pt)
-		if !ok {
-			continue
-		}
-		s := pt.m.Summary
-		if positive && s.P50 <= 0 {
-			continue
-		}
-		if out[l] == nil {
-			out[l] = &series{label: l}
-			labels = append(labels, l)
-			owner[l] = pt.backend
-		}
-		lo := math.Max(s.P50-math.Max(s.CI95Low, s.Min), 0)
-		hi := math.Max(math.Min(s.CI95High, s.Max)-s.P50, 0)
-		if positive && s.P50-lo <= 0 {
-			lo = 0
-		}
-		out[l].xys = append(out[l].xys, plotter.XY{X: x, Y: s.P50})
-		out[l].errs = append(out[l].errs, struct{ Low, High float64 }{Low: lo, High: hi})
-	}
-	for _, s := range out {
-		sortSeries(s)
-	}
-	owners := make([]string, len(labels))
-	for i, l := range labels {
-		owners[i] = owner[l]
-	}
-	return out, labels, owners
-}
-
-// sortSeries sorts a series' points (and error bars) by x.
+// sortSeries sorts a series' points (and bars) by x.
 func sortSeries(s *series) {
 	idx := make([]int, len(s.xys))
 	for i := range idx {
@@ -230,9 +206,40 @@ func sortSeries(s *series) {
 	s.xys, s.errs = xys, errs
 }
 
-// sizeTicks puts ticks at the Services counts present, readable on a log axis
-// (1k, 5k, 10k, 20k) instead of only the powers of ten.
-func sizeTicks(all map[string]*series) plot.ConstantTicks {
+// bySize collects, for the measurements ps, one series per key: the statistic against
+// the "services" parameter, with bars from min to max when withRange is set. Points
+// whose value is not positive are dropped when positive is set (log axes).
+func bySize(ps []point, key func(point) string, stat string, withRange, positive bool) (map[string]*series, []string) {
+	out := map[string]*series{}
+	var keys []string
+	for _, pt := range ps {
+		x, ok := services(pt.m)
+		if !ok {
+			continue
+		}
+		k := key(pt)
+		if k == "" {
+			continue
+		}
+		s := pt.m.Summary
+		y := statOf(s, stat)
+		if positive && (y <= 0 || s.Min <= 0) {
+			continue
+		}
+		if out[k] == nil {
+			out[k] = &series{label: k, backend: pt.backend}
+			keys = append(keys, k)
+		}
+		out[k].xys = append(out[k].xys, plotter.XY{X: x, Y: y})
+		if withRange {
+			out[k].errs = append(out[k].errs, struct{ Low, High float64 }{Low: y - s.Min, High: s.Max - y})
+		}
+	}
+	return out, keys
+}
+
+// sizesOf returns the x values of every series, sorted.
+func sizesOf(all map[string]*series) []float64 {
 	var xs []float64
 	for _, s := range all {
 		for _, xy := range s.xys {
@@ -242,34 +249,45 @@ func sizeTicks(all map[string]*series) plot.ConstantTicks {
 		}
 	}
 	slices.Sort(xs)
-	ticks := make(plot.ConstantTicks, len(xs))
-	for i, x := range xs {
-		ticks[i] = plot.Tick{Value: x, Label: formatValue(x, UnitCount)}
-	}
-	return ticks
+	return xs
 }
 
-// roomForLegend raises the top of the y axis so that a legend of entries lines in the top
-// corner does not cover the data. Call it after the plotters are added.
-func roomForLegend(p *plot.Plot, entries int, logScale bool) {
-	f := min(0.5, 0.045*float64(entries)+0.03)
-	lo, hi := p.Y.Min, p.Y.Max
-	if logScale && lo > 0 && hi > lo {
-		p.Y.Max = lo * math.Pow(hi/lo, 1/(1-f))
+// servicesAxis puts Services on a log x axis with a tick at every size present, and room
+// on both sides so that the first and last tick labels are not clipped.
+func servicesAxis(p *plot.Plot, xs []float64) {
+	p.X.Label.Text = "Services (log scale)"
+	if len(xs) == 0 {
 		return
 	}
-	if hi > lo {
-		p.Y.Max = lo + (hi-lo)/(1-f)
+	p.X.Scale = plot.LogScale{}
+	ticks := make(plot.ConstantTicks, len(xs))
+	for i, x := range xs {
+		ticks[i] = plot.Tick{Value: x, Label: strings.ReplaceAll(formatValue(x, UnitCount), " ", "")}
 	}
+	p.X.Tick.Marker = ticks
+	lo, hi := xs[0], xs[len(xs)-1]
+	if hi == lo {
+		lo, hi = lo/2, hi*2
+	}
+	pad := math.Pow(hi/lo, 0.06)
+	p.X.Min, p.X.Max = lo/pad, hi*pad
 }
 
 // numberTicks are gonum's default ticks labelled like the tables (12 k, 0.5, 3.2 k).
 type numberTicks struct{ unit string }
 
-// Ticks implements plot.Ticker.
+// Ticks implements plot.Ticker. Sizes in bytes are ticked at round numbers of the
+// binary unit they print in (16 MiB, not 19.1 MiB).
 func (t numberTicks) Ticks(lo, hi float64) []plot.Tick {
-	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	scale := 1.0
+	if t.unit == UnitBytes {
+		for scale*1024 <= math.Max(math.Abs(lo), math.Abs(hi)) && scale < 1<<30 {
+			scale *= 1024
+		}
+	}
+	ticks := plot.DefaultTicks{}.Ticks(lo/scale, hi/scale)
 	for i := range ticks {
+		ticks[i].Value *= scale
 		if ticks[i].Label != "" {
 			ticks[i].Label = formatValue(ticks[i].Value, t.unit)
 		}
@@ -301,12 +319,7 @@ func (t logTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 	}
 	if len(ticks) < 2 {
-		ticks = plot.DefaultTicks{}.Ticks(lo, hi)
-		for i := range ticks {
-			if ticks[i].Label != "" {
-				ticks[i].Label = formatValue(ticks[i].Value, t.unit)
-			}
-		}
+		ticks = numberTicks(t).Ticks(lo, hi)
 	}
 	return ticks
 }
@@ -317,117 +330,231 @@ func logY(p *plot.Plot, unit string) {
 	p.Y.Tick.Marker = logTicks{unit}
 }
 
-// sync: sync time against Services, per backend and kind, log-log.
-func (d *drawer) sync() ([]Figure, error) {
-	all, labels, owners := d.bySize(MeasureSync, true, func(pt point) (string, bool) {
-		kind := cmpOr(pt.m.Params["kind"], "sync")
-		return pt.backend + " " + kind, true
-	})
-	if len(labels) == 0 {
-		return nil, nil
+// backendSeries draws one line per backend of the measurements ps against Services:
+// the median, with bars from min to max. It returns nil when nothing is plottable.
+func (d *drawer) backendSeries(ps []point, title, y, unit, stat string, log bool) (*plot.Plot, plot.Legend, error) {
+	all, keys := bySize(ps, func(pt point) string { return pt.backend }, stat, true, log)
+	leg := newLegend()
+	if len(keys) == 0 {
+		return nil, leg, nil
 	}
-	p := newPlot("Sync time vs number of Services (median, bars: 95% CI)", "Services (log scale)", "sync time (log scale)")
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = sizeTicks(all)
-	logY(p, UnitSeconds)
-	for i, l := range labels {
-		style := 0
-		if strings.HasSuffix(l, " partial") {
-			style = 1
+	p := newPanel(title, "", y)
+	servicesAxis(p, sizesOf(all))
+	if log {
+		logY(p, unit)
+	} else {
+		p.Y.Min = 0
+		p.Y.Tick.Marker = numberTicks{unit}
+	}
+	bs := d.ordered(keys)
+	for j, b := range bs {
+		// Nudge each backend a little along the (log) x axis, so that bars at one size
+		// do not hide each other.
+		s := *all[b]
+		s.xys = slices.Clone(s.xys)
+		nudge := math.Exp(0.015 * (float64(j) - float64(len(bs)-1)/2))
+		for i := range s.xys {
+			s.xys[i].X *= nudge
 		}
-		if err := d.add(p, *all[l], owners[i], style); err != nil {
-			return nil, err
+		if err := d.addLine(p, &leg, s, d.color(b), nil, draw.CircleGlyph{}); err != nil {
+			return nil, leg, err
 		}
 	}
-	roomForLegend(p, len(labels), true)
-	return []Figure{{Name: "sync", Title: "Sync time vs Services", Plot: p}}, nil
+	if log {
+		p.Y.Min, p.Y.Max = p.Y.Min/1.2, p.Y.Max*1.2 // the end points' glyphs inside the frame
+	} else {
+		p.Y.Max *= 1.08 // the top bar's cap off the frame
+	}
+	return p, leg, nil
 }
 
-// lookup: connect latency against Services, one plot per backend, a line per position.
-func (d *drawer) lookup() ([]Figure, error) {
+// ordered returns keys (backend names) in palette order.
+func (d *drawer) ordered(keys []string) []string {
+	out := slices.Clone(keys)
+	slices.SortStableFunc(out, func(a, b string) int {
+		ia, ib := slices.Index(d.palette, a), slices.Index(d.palette, b)
+		if ia < 0 {
+			ia = len(d.palette)
+		}
+		if ib < 0 {
+			ib = len(d.palette)
+		}
+		return ia - ib
+	})
+	return out
+}
+
+// tailNote is the note's sentence about whisker bars and sample counts.
+func tailNote(ps []point) string {
+	lo, hi := math.MaxInt, 0
+	for _, p := range ps {
+		lo, hi = min(lo, len(p.m.Samples)), max(hi, len(p.m.Samples))
+	}
+	n := strconv.Itoa(lo)
+	if hi != lo {
+		n = fmt.Sprintf("%d to %d", lo, hi)
+	}
+	return fmt.Sprintf("Line: median; bar: min to max (%s samples per point).", n)
+}
+
+// syncs: full and partial sync time against Services, one chart each, a line per backend.
+func (d *drawer) syncs() ([]Figure, error) {
 	var figs []Figure
-	positions := []string{"first", "middle", "last", "established"}
-	for _, b := range d.backends {
-		all, labels, _ := d.bySize(MeasureLookup, true, func(pt point) (string, bool) {
-			if pt.backend != b {
-				return "", false
+	for _, k := range []struct{ kind, name, title string }{
+		{"full", "sync-full", "Full sync: time to write every rule, by Services"},
+		{"partial", "sync-partial", "Partial sync: time to program one changed Service, by Services in the table"},
+	} {
+		var ps []point
+		for _, p := range d.pointsNamed(MeasureSync) {
+			if p.m.Params["kind"] == k.kind {
+				ps = append(ps, p)
 			}
-			pos := cmpOr(pt.m.Params["position"], "any")
-			if pos == "established" {
-				return "established connection (control)", true
+		}
+		p, leg, err := d.backendSeries(ps, "", "sync time (log scale)", UnitSeconds, "p50", true)
+		if err != nil || p == nil {
+			if err != nil {
+				return nil, err
 			}
-			return "position " + pos, true
-		})
-		if len(labels) == 0 {
 			continue
 		}
-		p := newPlot("Lookup cost, "+b+": connect latency vs Services (median, bars: 95% CI)", "Services (log scale)", "connect latency (log scale)")
-		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = sizeTicks(all)
-		logY(p, UnitSeconds)
-		slices.SortStableFunc(labels, func(a, c string) int { return posRank(positions, a) - posRank(positions, c) })
-		for i, l := range labels {
-			s := *all[l]
-			l, pts, err := plotter.NewLinePoints(s.xys)
-			if err != nil {
-				return nil, fmt.Errorf("plot lookup %s: %w", b, err)
-			}
-			c := plotutil.Color(i)
-			l.Color, pts.Color = c, c
-			l.Width = vg.Points(1.5)
-			pts.Shape = plotutil.Shape(i)
-			if strings.HasPrefix(s.label, "established") {
-				l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-			}
-			p.Add(l, pts)
-			p.Legend.Add(s.label, l, pts)
-		}
-		roomForLegend(p, len(labels), true)
-		figs = append(figs, Figure{Name: "lookup-" + safeFileName(b), Title: "Lookup cost, " + b, Plot: p})
+		figs = append(figs, Figure{Name: k.name, Title: k.title, Note: tailNote(ps) + " Lower is better.", Panels: []*plot.Plot{p}, Legend: leg})
 	}
 	return figs, nil
 }
 
-func posRank(order []string, label string) int {
-	for i, o := range order {
-		if strings.Contains(label, o) {
-			return i
-		}
-	}
-	return len(order)
-}
-
-// programmingLatency: the CDF of programming latency, a line per backend (and size when
-// there are several).
-func (d *drawer) programmingLatency() ([]Figure, error) {
-	var ps []point
-	for _, pt := range points(d.r) {
-		if pt.m.Name == MeasureProgrammingLatency && len(pt.m.Samples) > 0 {
-			ps = append(ps, pt)
-		}
-	}
+// lookupPositions: first-packet latency against Services, a panel per backend, a line
+// per position in the rule order and the established-connection control, on one y range.
+func (d *drawer) lookupPositions() ([]Figure, error) {
+	ps := d.pointsNamed(MeasureLookup)
 	if len(ps) == 0 {
 		return nil, nil
 	}
-	p := newPlot("Programming latency: API change to first packet on the new rules (CDF)", "programming latency (s)", "fraction of changes programmed (≤ x)")
-	p.Legend.Left = false
-	// The legend sits in a band above 1, out of the curves' way.
-	p.Y.Min, p.Y.Max = 0, 1+0.09*float64(len(ps))+0.05
-	p.Y.Tick.Marker = plot.ConstantTicks{{Value: 0, Label: "0"}, {Value: 0.25, Label: "0.25"}, {Value: 0.5, Label: "0.5"}, {Value: 0.75, Label: "0.75"}, {Value: 0.9, Label: "0.9"}, {Value: 1, Label: "1"}}
+	positions := []string{"first", "middle", "last", "established"}
+	styles := map[string]struct {
+		dashes []vg.Length
+		shape  draw.GlyphDrawer
+		label  string
+	}{
+		"first":       {nil, draw.CircleGlyph{}, "first Service in the rule order"},
+		"middle":      {[]vg.Length{vg.Points(6), vg.Points(2)}, draw.SquareGlyph{}, "middle Service"},
+		"last":        {[]vg.Length{vg.Points(2), vg.Points(2)}, draw.TriangleGlyph{}, "last Service"},
+		"established": {[]vg.Length{vg.Points(1), vg.Points(3)}, draw.CrossGlyph{}, "established connection (control)"},
+	}
+	leg := newLegend()
+	var panels []*plot.Plot
+	lo, hi := math.Inf(1), math.Inf(-1)
+	var xs []float64
+	bs := d.ordered(backendsOf(ps))
+	for _, b := range bs {
+		all, keys := bySize(ps, func(pt point) string {
+			if pt.backend != b {
+				return ""
+			}
+			return cmpOr(pt.m.Params["position"], "any")
+		}, "p50", false, true)
+		if len(keys) == 0 {
+			continue
+		}
+		p := newPanel(b, "", "")
+		for _, pos := range positions {
+			s, ok := all[pos]
+			if !ok {
+				continue
+			}
+			st := styles[pos]
+			c := color.Color(d.color(b))
+			if pos == "established" {
+				c = color.Gray{Y: 0x70}
+			}
+			if err := d.addLine(p, nil, *s, c, st.dashes, st.shape); err != nil {
+				return nil, err
+			}
+			for _, xy := range s.xys {
+				lo, hi = math.Min(lo, xy.Y), math.Max(hi, xy.Y)
+			}
+		}
+		for _, x := range sizesOf(all) {
+			if !slices.Contains(xs, x) {
+				xs = append(xs, x)
+			}
+		}
+		panels = append(panels, p)
+	}
+	if len(panels) == 0 {
+		return nil, nil
+	}
+	slices.Sort(xs)
+	// No y label: gonum's Align would shift the labelled panel's title; the note says
+	// what the axis is.
+	for _, p := range panels {
+		servicesAxis(p, xs)
+		p.X.Label.Text = "Services"
+		logY(p, UnitSeconds)
+		p.Y.Min, p.Y.Max = lo/1.3, hi*1.3
+	}
+	for _, pos := range positions {
+		st := styles[pos]
+		l := plotter.NewFunction(func(float64) float64 { return 0 })
+		l.Color = color.Gray{Y: 0x30}
+		if pos == "established" {
+			l.Color = color.Gray{Y: 0x70}
+		}
+		l.Dashes = st.dashes
+		l.Width = vg.Points(1.6)
+		g := &plotter.Scatter{GlyphStyle: draw.GlyphStyle{Color: l.Color, Shape: st.shape, Radius: vg.Points(2.6)}}
+		leg.Add(st.label, l, g)
+	}
+	return []Figure{{
+		Name:  "lookup-positions",
+		Title: "First-packet latency by the Service's place in the rule order",
+		Note: "Median TCP connect time from a pod through the Service rules to the first, middle and last Service; " +
+			"the established connection skips the rules and shows the machine's own latency. Lower is better. " +
+			"iptables walks its rules in order; nftables and IPVS look the Service up in a map or hash.",
+		Panels: panels, Legend: leg,
+	}}, nil
+}
+
+// backendsOf returns the backends of ps in first-seen order.
+func backendsOf(ps []point) []string {
+	var bs []string
+	for _, p := range ps {
+		if !slices.Contains(bs, p.backend) {
+			bs = append(bs, p.backend)
+		}
+	}
+	return bs
+}
+
+// programmingLatency: the CDF of programming latency, a line per backend (and size when
+// there are several), p50 and p99 in the legend.
+func (d *drawer) programmingLatency() ([]Figure, error) {
+	ps := d.pointsNamed(MeasureProgrammingLatency)
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	p := newPanel("", "programming latency", "fraction of changes programmed (≤ x)")
+	p.Y.Min, p.Y.Max = 0, 1.02
+	p.Y.Tick.Marker = plot.ConstantTicks{{Value: 0, Label: "0"}, {Value: 0.25, Label: "0.25"}, {Value: 0.5, Label: "0.5"}, {Value: 0.75, Label: "0.75"}, {Value: 0.9, Label: "0.9"}, {Value: 0.99, Label: "0.99"}}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, pt := range ps {
 		lo, hi = math.Min(lo, pt.m.Summary.Min), math.Max(hi, pt.m.Summary.Max)
 	}
 	if lo > 0 && hi/lo > 20 {
-		// Backends a hundredfold apart: a linear axis would squash the fast one.
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = logTicks{UnitSeconds}
 		p.X.Label.Text = "programming latency (log scale)"
+	} else {
+		p.X.Tick.Marker = numberTicks{UnitSeconds}
 	}
+	leg := newLegend()
 	seen := map[string]int{}
+	multi := len(ps) > len(backendsOf(ps))
 	for _, pt := range ps {
 		sorted := slices.Clone(pt.m.Samples)
 		slices.Sort(sorted)
+		if p.X.Scale != nil && sorted[0] <= 0 {
+			continue
+		}
 		step := max(1, len(sorted)/1000)
 		var xys plotter.XYs
 		for i := 0; i < len(sorted); i += step {
@@ -435,88 +562,193 @@ func (d *drawer) programmingLatency() ([]Figure, error) {
 		}
 		xys = append(xys, plotter.XY{X: sorted[len(sorted)-1], Y: 1})
 		label := pt.backend
-		if ps := paramString(pt.m.Params, " "); ps != "" {
-			label += " " + ps
+		if multi {
+			label += " " + paramString(pt.m.Params, " ")
 		}
-		label += fmt.Sprintf(": p50 %s, p99 %s", formatValue(pt.m.Summary.P50, UnitSeconds), formatValue(pt.m.Summary.P99, UnitSeconds))
+		s := pt.m.Summary
+		label += fmt.Sprintf(": p50 %s, p99 %s, max %s (n=%d)", formatValue(s.P50, UnitSeconds), formatValue(s.P99, UnitSeconds), formatValue(s.Max, UnitSeconds), s.N)
 		l, err := plotter.NewLine(xys)
 		if err != nil {
 			return nil, fmt.Errorf("plot programming latency: %w", err)
 		}
 		l.Color = d.color(pt.backend)
-		l.Width = vg.Points(1.5)
+		l.Width = vg.Points(1.6)
 		l.StepStyle = plotter.PostStep
-		l.Dashes = plotutil.Dashes(seen[pt.backend])
+		l.Dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(2)}, {vg.Points(2), vg.Points(2)}}[seen[pt.backend]%3]
 		seen[pt.backend]++
 		p.Add(l)
-		p.Legend.Add(label, l)
+		leg.Add(label, l)
 	}
-	return []Figure{{Name: "programming-latency", Title: "Programming latency CDF", Plot: p}}, nil
+	return []Figure{{
+		Name:   "programming-latency",
+		Title:  "Programming latency: from an API change to the rules in the kernel",
+		Note:   "Cumulative share of changes programmed within x; a curve further left is better. The legend gives p50, p99 and max.",
+		Panels: []*plot.Plot{p}, Legend: leg,
+	}}, nil
 }
 
-// distribution: hits per endpoint as bars, the expected count as a line, the chi-square
-// p-value in the title. One plot per backend and point.
-func (d *drawer) distribution() ([]Figure, error) {
+// throughput draws rate against Services, one line per backend (median of the 100-ms
+// slice rates, bars: min to max), one figure per kind: new connections and keep-alive
+// requests (and the older single "throughput" measurement when a run has it).
+func (d *drawer) throughput() ([]Figure, error) {
+	kinds := []struct{ name, file, title, y string }{
+		{MeasureThroughputConnections, "throughput-connections", "New connections per second through a Service, by Services in the table", "new connections per second"},
+		{MeasureThroughputRequests, "throughput-requests", "Keep-alive requests per second through a Service, by Services in the table", "requests per second"},
+		{MeasureThroughput, "throughput", "Throughput through a Service, by Services in the table", "connections per second"},
+	}
 	var figs []Figure
-	n := map[string]int{}
-	for _, pt := range points(d.r) {
-		if pt.m.Name != MeasureDistribution || len(pt.m.Samples) == 0 {
+	for _, k := range kinds {
+		ps := d.pointsNamed(k.name)
+		p, leg, err := d.backendSeries(ps, "", k.y, UnitPerSecond, "p50", false)
+		if err != nil {
+			return nil, fmt.Errorf("plot %s: %w", k.file, err)
+		}
+		if p == nil {
 			continue
 		}
+		figs = append(figs, Figure{Name: k.file, Title: k.title,
+			Note:   "Median rate of the 100-ms slices of the load; bar: min to max slice. Higher is better. Load generator, echo servers and datapath share this machine's cores.",
+			Panels: []*plot.Plot{p}, Legend: leg})
+	}
+	return figs, nil
+}
+
+// kernelMemory: the kernel memory of the rules against Services, a line per backend.
+func (d *drawer) kernelMemory() ([]Figure, error) {
+	ps := d.pointsNamed(MeasureRulesMemory)
+	p, leg, err := d.backendSeries(ps, "", "kernel memory (unreclaimable slab + vmalloc)", UnitBytes, "p50", false)
+	if err != nil || p == nil {
+		return nil, err
+	}
+	note := "Growth of unreclaimable slab plus vmalloc since a settled baseline, read host-wide after a full sync: one sample per size, noisy. Lower is better."
+	for _, pt := range points(d.r) {
+		if pt.m.Name == MeasureRulesMemory && len(pt.m.Samples) > 0 && !pt.m.Measured() {
+			note += " Missing points came out negative (other processes freed memory meanwhile): not measured."
+			break
+		}
+	}
+	return []Figure{{Name: "kernel-memory", Title: "Kernel memory of the rules, by Services",
+		Note:   note,
+		Panels: []*plot.Plot{p}, Legend: leg}}, nil
+}
+
+// rules: the rules (and map elements) in the kernel against Services, a line per backend.
+func (d *drawer) rules() ([]Figure, error) {
+	var ps []point
+	for _, p := range d.pointsNamed(MeasureRules) {
+		if p.m.Unit == UnitCount {
+			ps = append(ps, p)
+		}
+	}
+	p, leg, err := d.backendSeries(ps, "", "rules, elements or servers", UnitCount, "p50", false)
+	if err != nil || p == nil {
+		return nil, err
+	}
+	return []Figure{{Name: "rules", Title: "Rules in the kernel after a full sync, by Services",
+		Note:   "What each mode holds in the kernel for the same Services: iptables rules; nftables rules and map elements; IPVS virtual and real servers; the userspace proxy's portal rules.",
+		Panels: []*plot.Plot{p}, Legend: leg}}, nil
+}
+
+// distribution: hits per endpoint as bars, the expected count as a dashed line, a panel
+// per backend, one figure per point (size and parameters).
+func (d *drawer) distribution() ([]Figure, error) {
+	type group struct {
+		key string
+		ps  []point
+	}
+	var groups []*group
+	for _, pt := range d.pointsNamed(MeasureDistribution) {
+		key := paramString(pt.m.Params, " ")
+		i := slices.IndexFunc(groups, func(g *group) bool { return g.key == key })
+		if i < 0 {
+			groups = append(groups, &group{key: key})
+			i = len(groups) - 1
+		}
+		groups[i].ps = append(groups[i].ps, pt)
+	}
+	var figs []Figure
+	for gi, g := range groups {
+		var panels []*plot.Plot
+		ymax := 0.0
+		for _, pt := range g.ps {
+			total := 0.0
+			for _, v := range pt.m.Samples {
+				total += v
+				ymax = math.Max(ymax, v)
+			}
+			shares := expectedShares(pt.m.Params["expected"], len(pt.m.Samples))
+			title := pt.backend
+			if pv, ok := pt.m.Extra["p_value"]; ok {
+				title += fmt.Sprintf(": p = %.2g", pv)
+				if pv < 0.001 {
+					title += ", NOT as expected"
+				}
+			}
+			p := newPanel(title, "endpoint", "")
+			bars, err := plotter.NewBarChart(plotter.Values(pt.m.Samples), vg.Points(max(3, 150/float64(len(pt.m.Samples)*len(g.ps)))))
+			if err != nil {
+				return nil, fmt.Errorf("plot distribution %s: %w", pt.backend, err)
+			}
+			bars.Color = d.color(pt.backend)
+			bars.LineStyle.Width = 0
+			p.Add(bars)
+			var exp plotter.XYs
+			for i, s := range shares {
+				exp = append(exp, plotter.XY{X: float64(i) - 0.45, Y: s * total}, plotter.XY{X: float64(i) + 0.45, Y: s * total})
+				ymax = math.Max(ymax, s*total)
+			}
+			el, err := plotter.NewLine(exp)
+			if err != nil {
+				return nil, fmt.Errorf("plot distribution %s: %w", pt.backend, err)
+			}
+			el.Color = color.Black
+			el.Width = vg.Points(1.4)
+			el.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+			p.Add(el)
+			p.X.Tick.Marker = endpointTicks(len(pt.m.Samples))
+			p.X.Min, p.X.Max = -0.7, float64(len(pt.m.Samples))-0.3
+			panels = append(panels, p)
+		}
+		for _, p := range panels {
+			p.Y.Min, p.Y.Max = 0, ymax*1.08
+			p.Y.Tick.Marker = numberTicks{UnitCount}
+		}
+		leg := newLegend()
+		obs, _ := plotter.NewBarChart(plotter.Values{1}, vg.Points(6))
+		obs.Color = color.Gray{Y: 0x80}
+		obs.LineStyle.Width = 0
+		leg.Add("observed (colour of the backend)", obs)
+		el, _ := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: 0}})
+		el.Color, el.Width, el.Dashes = color.Black, vg.Points(1.4), []vg.Length{vg.Points(4), vg.Points(2)}
+		leg.Add("expected", el)
+		pt0 := g.ps[0]
 		total := 0.0
-		for _, v := range pt.m.Samples {
+		for _, v := range pt0.m.Samples {
 			total += v
 		}
-		shares := expectedShares(pt.m.Params["expected"], len(pt.m.Samples))
-		title := fmt.Sprintf("Distribution, %s: %d endpoints, %s connections", pt.backend, len(pt.m.Samples), formatValue(total, UnitCount))
-		if pv, ok := pt.m.Extra["p_value"]; ok {
-			title += fmt.Sprintf("\nchi-square %.3g (df %g), p = %.3g", pt.m.Extra["chi2"], pt.m.Extra["df"], pv)
-			if pv < 0.001 {
-				title += ": NOT the expected shares"
-			} else {
-				title += ": fits the expected shares"
-			}
+		name := "distribution"
+		if gi > 0 {
+			name += "-" + strconv.Itoa(gi+1)
 		}
-		p := newPlot(title, "endpoint (in endpoint order)", "connections received (count)")
-		p.Legend.Left = false
-		bars, err := plotter.NewBarChart(plotter.Values(pt.m.Samples), vg.Points(max(4, 300/float64(len(pt.m.Samples)))))
-		if err != nil {
-			return nil, fmt.Errorf("plot distribution %s: %w", pt.backend, err)
+		where := ""
+		if n, ok := services(pt0.m); ok {
+			where = " at " + sizeLabel(strconv.Itoa(int(n)))
 		}
-		bars.Color = d.color(pt.backend)
-		bars.LineStyle.Width = 0
-		p.Add(bars)
-		p.Legend.Add("observed", bars)
-		var exp plotter.XYs
-		for i, s := range shares {
-			exp = append(exp, plotter.XY{X: float64(i) - 0.45, Y: s * total}, plotter.XY{X: float64(i) + 0.45, Y: s * total})
-		}
-		el, err := plotter.NewLine(exp)
-		if err != nil {
-			return nil, fmt.Errorf("plot distribution %s: %w", pt.backend, err)
-		}
-		el.Color = color.Black
-		el.Width = vg.Points(1.5)
-		el.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-		p.Add(el)
-		p.Legend.Add("expected", el)
-		p.Y.Min = 0
-		roomForLegend(p, 4, false)
-		p.Y.Tick.Marker = numberTicks{UnitCount}
-		p.X.Tick.Marker = endpointTicks(len(pt.m.Samples))
-		name := "distribution-" + safeFileName(pt.backend)
-		if k := n[pt.backend]; k > 0 {
-			name += "-" + strconv.Itoa(k+1)
-		}
-		n[pt.backend]++
-		figs = append(figs, Figure{Name: name, Title: "Distribution, " + pt.backend, Plot: p})
+		figs = append(figs, Figure{
+			Name:  name,
+			Title: fmt.Sprintf("Distribution over %d endpoints%s", len(pt0.m.Samples), where),
+			Note: fmt.Sprintf("%s new connections per backend (%s); bars: connections each endpoint answered; dashed: the expected count. "+
+				"p is the chi-square goodness of fit: small (< 0.001) means the selection does not follow the expected shares.",
+				groupThousands(int(total)), g.key),
+			Panels: panels, Legend: leg,
+		})
 	}
 	return figs, nil
 }
 
 // endpointTicks labels endpoints 0..n-1 (every k-th when there are many).
 func endpointTicks(n int) plot.ConstantTicks {
-	step := max(1, n/20)
+	step := max(1, n/10)
 	var t plot.ConstantTicks
 	for i := 0; i < n; i += step {
 		t = append(t, plot.Tick{Value: float64(i), Label: strconv.Itoa(i)})
@@ -557,15 +789,13 @@ func expectedShares(spec string, n int) []float64 {
 // perRule: time to add one rule against the table size, a line per backend, long series
 // reduced to at most 300 bucket medians.
 func (d *drawer) perRule() ([]Figure, error) {
-	var p *plot.Plot
-	entries := 0
-	for _, pt := range points(d.r) {
-		if pt.m.Name != MeasurePerRule || len(pt.m.Samples) == 0 {
-			continue
-		}
-		if p == nil {
-			p = newPlot("Per-rule add latency vs table size (one command per rule)", "rules already in the table", "add latency")
-		}
+	ps := d.pointsNamed(MeasurePerRule)
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	p := newPanel("", "rules already in the table", "time to add one rule")
+	leg := newLegend()
+	for _, pt := range ps {
 		base, _ := strconv.ParseFloat(pt.m.Params["base"], 64)
 		xys := bucketMedians(pt.m.Samples, base, 300)
 		params := maps.Clone(pt.m.Params)
@@ -581,17 +811,16 @@ func (d *drawer) perRule() ([]Figure, error) {
 			return nil, fmt.Errorf("plot perrule %s: %w", pt.backend, err)
 		}
 		l.Color = d.color(pt.backend)
-		l.Width = vg.Points(1)
+		l.Width = vg.Points(1.2)
 		p.Add(l)
-		p.Legend.Add(label, l)
-		entries++
+		leg.Add(label, l)
 	}
-	if p == nil {
-		return nil, nil
-	}
+	p.Y.Min = 0
 	p.Y.Tick.Marker = numberTicks{UnitSeconds}
-	roomForLegend(p, entries, false)
-	return []Figure{{Name: "perrule", Title: "Per-rule add latency vs table size", Plot: p}}, nil
+	p.X.Tick.Marker = numberTicks{UnitCount}
+	return []Figure{{Name: "perrule", Title: "Adding rules one command at a time: time per rule, by table size",
+		Note:   "Median of buckets of consecutive adds (at most 300 points per line).",
+		Panels: []*plot.Plot{p}, Legend: leg}}, nil
 }
 
 // bucketMedians reduces samples (sample i taken at table size base+i) to at most n points:

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"kpbench.dev/kpbench/reports/stats"
@@ -149,6 +150,47 @@ type Measurement struct {
 	// Extra holds derived figures that are not samples, e.g. "chi2", "df", "p_value"
 	// of a distribution.
 	Extra map[string]float64 `json:"extra,omitempty"`
+	// Step names the scenario step that took the samples (set by the runner; empty in
+	// files written before it was recorded).
+	Step string `json:"step,omitempty"`
+	// Start and End bound the wall-clock window of that step (zero when not recorded).
+	// A sample far from the rest is reported with this window when Offsets is absent.
+	Start time.Time `json:"start,omitzero"`
+	End   time.Time `json:"end,omitzero"`
+	// Offsets, when the measurement records them, holds one value per sample: the
+	// seconds from Start at which sample i ended, so that an outlier can be dated.
+	Offsets []float64 `json:"offsets,omitempty"`
+}
+
+// Measured reports whether m holds a figure: samples, for a duration not only zeros, for
+// a size no negative one. Older runs recorded the tool CPU of backends that do not
+// measure it as 0 s (issue 22), and kernel memory is a host-wide growth that other
+// processes can make negative; neither is a measurement, and reports show "—".
+func (m *Measurement) Measured() bool {
+	if len(m.Samples) == 0 {
+		return false
+	}
+	if m.Unit == UnitBytes {
+		return !slices.ContainsFunc(m.Samples, func(v float64) bool { return v < 0 })
+	}
+	if m.Unit != UnitSeconds {
+		return true
+	}
+	for _, v := range m.Samples {
+		if v != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// SampleTime returns when sample i ended, from Offsets, and false when the measurement
+// did not record per-sample times.
+func (m *Measurement) SampleTime(i int) (time.Time, bool) {
+	if m.Start.IsZero() || len(m.Offsets) != len(m.Samples) || i < 0 || i >= len(m.Offsets) {
+		return time.Time{}, false
+	}
+	return m.Start.Add(time.Duration(m.Offsets[i] * float64(time.Second))), true
 }
 
 // Summarize computes the stats.Summary of samples (percentiles, mean, sample standard
@@ -242,6 +284,37 @@ func (r *Results) Add(backend string, m Measurement) {
 		}
 	}
 	r.Runs = append(r.Runs, Run{Backend: backend, Measurements: []Measurement{m}})
+}
+
+// Mark is a position in a Results' measurements (the count of each run, in run order),
+// taken with Mark and used by StampStep to find what was added since.
+type Mark []int
+
+// Mark returns the number of measurements of every run so far.
+func (r *Results) Mark() Mark {
+	mk := make(Mark, len(r.Runs))
+	for i, run := range r.Runs {
+		mk[i] = len(run.Measurements)
+	}
+	return mk
+}
+
+// StampStep records step and its window [start, end] on every measurement added since
+// mk that has no step yet: the runner calls it after each step, so that a sample far
+// from the rest can be traced to the step and time that took it.
+func (r *Results) StampStep(mk Mark, step string, start, end time.Time) {
+	for i := range r.Runs {
+		ms := r.Runs[i].Measurements
+		from := 0
+		if i < len(mk) {
+			from = min(mk[i], len(ms))
+		}
+		for j := from; j < len(ms); j++ {
+			if ms[j].Step == "" {
+				ms[j].Step, ms[j].Start, ms[j].End = step, start, end
+			}
+		}
+	}
 }
 
 // Label sets a label of the run of backend (creating the run): a fact about how the

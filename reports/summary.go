@@ -7,29 +7,57 @@ import (
 	"text/tabwriter"
 )
 
-// Summary writes a short plain-text table of r for the terminal: each metric's median
-// per backend with the worst/best ratio, then the case counts per backend.
+// summaryOutliers is how many outliers the terminal summary lists.
+const summaryOutliers = 10
+
+// Summary writes a plain-text summary of r for the terminal: first the answers (for each
+// size, the best backend at each figure and by how much), then every metric's median per
+// backend with its p99 and max, samples far from the rest with their step and time, the
+// distributions' fits and the case counts per backend. A figure that was not measured
+// shows "—".
 func Summary(w io.Writer, r *Results) error {
 	bs := backends(r)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "%s (%s, %s %s, %d cores)\n", cmpOr(r.Scenario, "run"), r.Environment.Accelerator, r.Environment.Kernel, r.Environment.KernelRelease, r.Environment.Cores)
+	fmt.Fprintf(tw, "%s (%s)\n", cmpOr(r.Scenario, "run"), envLabel(r.Environment))
 	for _, l := range r.RunLabels() {
 		fmt.Fprintf(tw, "run labels of %s\n", l)
 	}
+	if hasIPVS([]Source{{Results: r}}) {
+		fmt.Fprintln(tw, "note: "+KEP5495Note)
+	}
+	at := answers(r)
+	for si, size := range at.Sizes {
+		fmt.Fprintf(tw, "\nAT %s\tBEST\t\tBY HOW MUCH\n", strings.ToUpper(sizeLabel(size)))
+		for _, row := range at.Rows {
+			a := row.Cells[si]
+			best := a.Best()
+			if best == nil {
+				fmt.Fprintf(tw, "  %s\t—\t\t\n", row.Question.Title)
+				continue
+			}
+			c := answerCell(a)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", row.Question.Title, best.Backend, formatValue(best.Value, best.Unit), joinNonEmpty("; ", c.Vs, c.Last, c.Missing))
+		}
+	}
 	rows := comparisonRows(r)
 	if len(rows) > 0 {
-		fmt.Fprintf(tw, "METRIC\tPARAMS\t%s\tRATIO\n", strings.ToUpper(strings.Join(bs, "\t")))
+		fmt.Fprintf(tw, "\nMETRIC: MEDIAN | P99 | MAX\tPARAMS\t%s\tBEST\n", strings.ToUpper(strings.Join(bs, "\t")))
 		for _, row := range rows {
 			fmt.Fprintf(tw, "%s\t%s", row.Name, row.Params)
 			for _, b := range bs {
-				v, ok := row.Values[b]
-				if ok {
-					fmt.Fprintf(tw, "\t%s", formatValue(v, row.Unit))
-				} else {
-					fmt.Fprint(tw, "\t-")
-				}
+				fmt.Fprintf(tw, "\t%s", row.cellText(b))
 			}
 			fmt.Fprintf(tw, "\t%s\n", row.ratioText())
+		}
+	}
+	if gs := groupOutliers(answeredOutliers(Outliers(r))); len(gs) > 0 {
+		fmt.Fprintf(tw, "\nSAMPLES FAR FROM THE REST (more than %dx their median; costliest first)\n", OutlierFactor)
+		for i, g := range gs {
+			if i == summaryOutliers {
+				fmt.Fprintln(tw, countLine(i, len(gs)))
+				break
+			}
+			fmt.Fprintln(tw, g.String())
 		}
 	}
 	for _, p := range points(r) {

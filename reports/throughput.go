@@ -1,11 +1,5 @@
 package reports
 
-import (
-	"fmt"
-
-	"gonum.org/v1/plot"
-)
-
 // Throughput measurement names (scenarios/measure.Throughput writes them).
 const (
 	// MeasureThroughputConnections is new TCP connections per second through a Service
@@ -26,37 +20,3 @@ const (
 	// load. Unit "s".
 	MeasureThroughputLatency = "throughput-latency"
 )
-
-// throughput draws rate against Services, one line per backend (median of the 100-ms
-// slice rates, bars: 95% CI), one figure per kind: new connections and keep-alive
-// requests (and the older single "throughput" measurement when a run has it).
-func (d *drawer) throughput() ([]Figure, error) {
-	kinds := []struct{ name, file, title, y string }{
-		{MeasureThroughputConnections, "throughput-connections", "New connections per second vs Services", "new connections per second"},
-		{MeasureThroughputRequests, "throughput-requests", "Keep-alive requests per second vs Services", "requests per second (kept-alive connections)"},
-		{MeasureThroughput, "throughput", "Throughput vs Services", "throughput (connections per second)"},
-	}
-	var figs []Figure
-	for _, k := range kinds {
-		all, labels, owners := d.bySize(k.name, true, func(pt point) (string, bool) {
-			return pt.backend, true
-		})
-		if len(labels) == 0 {
-			continue
-		}
-		p := newPlot(k.title+" (median of 100-ms slices, bars: 95% CI)", "Services (log scale)", k.y)
-		p.Legend.Left = false
-		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = sizeTicks(all)
-		p.Y.Min = 0
-		for i, l := range labels {
-			if err := d.add(p, *all[l], owners[i], 0); err != nil {
-				return nil, fmt.Errorf("plot %s: %w", k.file, err)
-			}
-		}
-		p.Y.Tick.Marker = numberTicks{UnitPerSecond}
-		roomForLegend(p, len(labels), false)
-		figs = append(figs, Figure{Name: k.file, Title: k.title, Plot: p})
-	}
-	return figs, nil
-}

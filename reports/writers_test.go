@@ -215,10 +215,10 @@ func TestWritePlots(t *testing.T) {
 		want []string
 	}{
 		{"sample", sampleResults(), []string{
-			"sync", "lookup-iptables", "lookup-iptables-legacy", "lookup-nftables", "programming-latency",
-			"distribution-iptables", "distribution-iptables-legacy", "distribution-nftables", "perrule", "throughput",
+			"first-packet", "sync-full", "sync-partial", "lookup-positions", "programming-latency",
+			"throughput", "rules", "distribution", "perrule",
 		}},
-		{"only sync", onlySync(sampleResults()), []string{"sync"}},
+		{"only sync", onlySync(sampleResults()), []string{"sync-full", "sync-partial"}},
 		{"nothing", &Results{}, nil},
 	}
 	for _, tt := range tests {
@@ -267,15 +267,22 @@ func TestWriteHTML(t *testing.T) {
 	require.NoError(t, WriteHTML(&buf, sampleResults()))
 	page := buf.String()
 	for _, want := range []string{
-		"<h1>kpbench report: perf-ladder</h1>", `<h2 id="environment">Environment</h2>`,
-		`<h2 id="summary">Summary</h2>`, `<h2 id="plots">Plots</h2>`, `<h2 id="conformance">Conformance</h2>`,
-		"iptables v1.8.9 (nf_tables)", "services=20000 kind=full", "6.22 s", "1.18 s", "5.26x (nftables best)",
+		"<h1>kpbench report: perf-ladder</h1>", `<h2 id="answers">Which mode at which scale?</h2>`,
+		`<h2 id="charts">Charts</h2>`, `<h2 id="conformance">Conformance</h2>`, `<h2 id="tables">Tables</h2>`,
+		`<h3 id="environment">Environment</h3>`, "iptables v1.8.9 (nf_tables)", "services=20000 kind=full",
+		"6.22 s", "1.18 s", "nftables best, 5.3x faster than iptables", "p99 = max 6.27 s, n=5",
+		`<th>10,000 Services</th>`, `<span class="win">nftables</span> <span class="val">584 ms</span>`,
+		"2.4x faster than iptables-legacy (1.41 s)",
 		`<td class="fail" title="2 of 50 connections`, `<td class="skip"`, "16 passed, 1 failed, 1 skipped",
+		"Published first-packet latencies beside this run", "(2025-02-28), chart of KEP-3866",
 	} {
-		assert.Contains(t, page, want)
+		assert.True(t, strings.Contains(page, want), "report.html lacks %q", want) // the page is too long to print
 	}
-	assert.Equal(t, 10, strings.Count(page, "<svg"), "every plot inlined")
+	assert.Less(t, strings.Index(page, "Which mode at which scale?"), strings.Index(page, `id="charts"`), "answers first")
+	assert.Less(t, strings.Index(page, `id="charts"`), strings.Index(page, "Every figure: median"), "long tables last")
+	assert.Equal(t, 9, strings.Count(page, "<svg"), "every chart inlined")
 	assert.NotContains(t, page, "<?xml", "SVG prologs stripped when inlined")
+	assert.NotContains(t, page, "KEP-5495", "no IPVS, no deprecation note")
 	for _, external := range []string{"<script", "<link", " src=", "url(http"} {
 		assert.NotContains(t, page, external, "self-contained")
 	}
@@ -283,7 +290,7 @@ func TestWriteHTML(t *testing.T) {
 		var b bytes.Buffer
 		require.NoError(t, WriteHTML(&b, &Results{Scenario: "x"}))
 		assert.Contains(t, b.String(), "No measurements in this run.")
-		assert.Contains(t, b.String(), "No expectations or conformance cases in this run.")
+		assert.NotContains(t, b.String(), "Conformance", "no cases, no matrix")
 	})
 }
 
@@ -291,7 +298,11 @@ func TestSummary(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, Summary(&buf, sampleResults()))
 	out := buf.String()
-	for _, want := range []string{"perf-ladder (kvm, Linux 6.18.0-kpbench, 2 cores)", "IPTABLES", "NFTABLES", "5.26x (nftables best)", "p = ", "iptables-legacy  5     1     0"} {
+	for _, want := range []string{
+		"perf-ladder (VM (KVM), Linux 6.18.0-kpbench, 2 cores)", "AT 10,000 SERVICES", "IPTABLES", "NFTABLES",
+		"nftables best, 5.3x faster than iptables", "6.22 s | 6.27 s | 6.27 s",
+		"2.4x faster than iptables-legacy (1.41 s)", "p = ", "iptables-legacy  5     1     0",
+	} {
 		assert.Contains(t, out, want)
 	}
 }
@@ -301,7 +312,7 @@ func TestWriteAll(t *testing.T) {
 	r := sampleResults()
 	files, err := WriteAll(dir, r)
 	require.NoError(t, err)
-	for _, name := range []string{ResultsFile, BenchFile, JUnitFile, HTMLFile, "sync.csv", "plots/sync.svg"} {
+	for _, name := range []string{ResultsFile, BenchFile, JUnitFile, HTMLFile, "sync.csv", "plots/sync-full.svg"} {
 		assert.Contains(t, files, filepath.Join(dir, name))
 		fi, err := os.Stat(filepath.Join(dir, name))
 		require.NoError(t, err)
@@ -323,6 +334,7 @@ func TestFormatValue(t *testing.T) {
 		{4.75e-5, UnitSeconds, "47.5 µs"},
 		{3e-8, UnitSeconds, "30 ns"},
 		{0, UnitSeconds, "0 s"},
+		{1485.16, UnitSeconds, "1485 s"},
 		{182012, UnitCount, "182 k"},
 		{512, UnitPerSecond, "512/s"},
 		{13900, UnitPerSecond, "13.9 k/s"},

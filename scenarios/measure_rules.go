@@ -16,8 +16,8 @@ type rulesMeasurement struct{}
 
 // MeasureRulesMemory is the kernel memory the rules occupy: the growth of unreclaimable
 // slab plus vmalloc since before the lab was built (host-wide, so noisy on a shared
-// machine).
-const MeasureRulesMemory = "rules-memory"
+// machine). The name is the reports' (reports.MeasureRulesMemory).
+const MeasureRulesMemory = reports.MeasureRulesMemory
 
 func (rulesMeasurement) Name() string { return "rules" }
 func (rulesMeasurement) Doc() string {

@@ -182,7 +182,11 @@ func (s *Session) runStep(ctx context.Context, i int) error {
 	s.step = &stepState{ev: StepEvent{Backend: s.Backend, Index: i + 1, Total: len(s.Scenario.Steps), Label: s.Scenario.StepLabel(i)}, step: st, started: time.Now()}
 	defer func() { s.step = nil }()
 	s.opts.Progress.StepStarted(s.step.ev)
+	mark := s.results.Mark()
 	serr := st.Action.Run(ctx, s)
+	// Every measurement the step added carries its name and window, so that a tail can
+	// be traced to the step and time that took it.
+	s.results.StampStep(mark, s.step.ev.Label, s.step.started, time.Now())
 	s.opts.Progress.StepFinished(s.step.ev, time.Since(s.step.started), serr)
 	if serr == nil {
 		if st.KnownFailure.Declares(s.Backend) && s.step.cases == 0 {

@@ -139,3 +139,13 @@ func exactArgs(n int) cobra.PositionalArgs {
 		return nil
 	}
 }
+
+// minimumArgs is cobra.MinimumNArgs with exit code 2.
+func minimumArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.MinimumNArgs(n)(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
