@@ -43,8 +43,9 @@ Exit status: 0 every file is valid, 2 a file is not (every error is printed).`,
 				return err
 			}
 			var errs []error
+			warn := onceWriter{w: cmd.ErrOrStderr(), seen: map[string]bool{}}
 			for _, f := range files {
-				if err := validateFile(cmd.ErrOrStderr(), f, backends); err != nil {
+				if err := validateFile(warn, f, backends); err != nil {
 					errs = append(errs, err)
 					continue
 				}
@@ -60,9 +61,24 @@ Exit status: 0 every file is valid, 2 a file is not (every error is printed).`,
 	return cmd
 }
 
+// onceWriter prints each warning line once: a proxy configuration that several scenarios
+// name would repeat its warnings for every one of them.
+type onceWriter struct {
+	w    io.Writer
+	seen map[string]bool
+}
+
+// warn prints "warning: msg" unless it was printed before.
+func (o onceWriter) warn(msg string) {
+	if !o.seen[msg] {
+		o.seen[msg] = true
+		fmt.Fprintln(o.w, "warning:", msg)
+	}
+}
+
 // validateFile validates one file by its kind: a Scenario, a KubeProxyConfiguration or a
-// manifest. Warnings go to w.
-func validateFile(w io.Writer, path string, backends []string) error {
+// manifest. Warnings go to w, each once.
+func validateFile(w onceWriter, path string, backends []string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -85,7 +101,7 @@ func validateFile(w io.Writer, path string, backends []string) error {
 			return err
 		}
 		for _, warning := range sc.Warnings {
-			fmt.Fprintln(w, "warning:", warning)
+			w.warn(warning)
 		}
 		if len(backends) > 0 {
 			return sc.ValidateFor(scenarios.ValidationOptions{Backends: backends, Facts: scenarios.RegistryFacts{}})
@@ -94,7 +110,7 @@ func validateFile(w io.Writer, path string, backends []string) error {
 	case head.Kind == scenarios.ProxyConfigKind:
 		_, warnings, err := scenarios.LoadProxyConfig(path)
 		for _, warning := range warnings {
-			fmt.Fprintln(w, "warning:", warning)
+			w.warn(warning)
 		}
 		return err
 	default:
