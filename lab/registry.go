@@ -9,6 +9,8 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"kpbench.dev/kpbench/internal/fsutil"
 )
 
 // DefaultRegistryDir is where every lab records itself: one JSON file per lab, written before
@@ -76,17 +78,7 @@ func (r Registry) Write(rec *Record) error {
 	}
 	// A temporary file of its own per write: concurrent writers of one lab's record (the
 	// kubelet and a scenario step both changing pods) must not rename each other's file.
-	f, err := os.CreateTemp(r.Dir, rec.Name+".json.*.tmp")
-	if err != nil {
-		return fmt.Errorf("registry: %w", err)
-	}
-	_, werr := f.Write(data)
-	if err := errors.Join(werr, f.Chmod(0o644), f.Close()); err != nil {
-		_ = os.Remove(f.Name())
-		return fmt.Errorf("registry: write %s: %w", f.Name(), err)
-	}
-	if err := os.Rename(f.Name(), r.path(rec.Name)); err != nil {
-		_ = os.Remove(f.Name())
+	if err := fsutil.WriteFileAtomic(r.path(rec.Name), data, 0o644); err != nil {
 		return fmt.Errorf("registry: %w", err)
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"time"
+
+	"kpbench.dev/kpbench/internal/fsutil"
 )
 
 // DefaultDir is where clusters live: one directory per cluster, <dir>/<name>, holding its
@@ -123,17 +125,7 @@ func (r Registry) Write(rec *Record) error {
 	if err != nil {
 		return fmt.Errorf("cluster registry: encode %s: %w", rec.Name, err)
 	}
-	f, err := os.CreateTemp(dir, "cluster.json.*.tmp")
-	if err != nil {
-		return fmt.Errorf("cluster registry: %w", err)
-	}
-	_, werr := f.Write(data)
-	if err := errors.Join(werr, f.Chmod(0o644), f.Close()); err != nil {
-		_ = os.Remove(f.Name())
-		return fmt.Errorf("cluster registry: write %s: %w", f.Name(), err)
-	}
-	if err := os.Rename(f.Name(), r.path(rec.Name)); err != nil {
-		_ = os.Remove(f.Name())
+	if err := fsutil.WriteFileAtomic(r.path(rec.Name), data, 0o644); err != nil {
 		return fmt.Errorf("cluster registry: %w", err)
 	}
 	return nil

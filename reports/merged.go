@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -322,22 +323,12 @@ func WriteMerged(dir string, srcs []Source) ([]string, error) {
 			return files, err
 		}
 	}
-	f, err := os.CreateTemp(dir, "."+HTMLFile+".*")
-	if err != nil {
-		return files, fmt.Errorf("write report: %w", err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	werr := writeHTMLReport(f, secs, palette)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr); err != nil {
+	var page bytes.Buffer
+	if err := writeHTMLReport(&page, secs, palette); err != nil {
 		return files, err
 	}
 	path := filepath.Join(dir, HTMLFile)
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		return files, fmt.Errorf("write report: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := writeFile(path, page.Bytes()); err != nil {
 		return files, fmt.Errorf("write report: %w", err)
 	}
 	return append(files, path), nil

@@ -9,13 +9,13 @@ package reports
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
+	"kpbench.dev/kpbench/internal/fsutil"
 	"kpbench.dev/kpbench/reports/stats"
 )
 
@@ -343,28 +343,5 @@ func (r *Results) RunLabels() []string {
 	return out
 }
 
-// writeFile writes data to path through a temporary file and a rename, so that a reader
-// never sees half a file.
-func writeFile(path string, data []byte) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
+// writeFile writes data to path so that a reader never sees half a file.
+func writeFile(path string, data []byte) error { return fsutil.WriteFileAtomic(path, data, 0o644) }

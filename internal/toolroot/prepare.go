@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"kpbench.dev/kpbench/internal/fsutil"
 )
 
 // EnvInVM is set to 1 inside kpbench's microVM (lab/vm), where the cache is the host's,
@@ -262,28 +263,11 @@ func ensureHostTool(ctx context.Context, d distro, progress io.Writer) error {
 
 // lockFile takes an exclusive flock on path, waiting while another builder holds it.
 func lockFile(ctx context.Context, path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	unlock, err = fsutil.Lock(ctx, path)
 	if err != nil {
-		return nil, fmt.Errorf("tools cache lock: %w", err)
+		return nil, fmt.Errorf("tools cache: %w", err)
 	}
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("tools cache lock %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("tools cache lock %s: %w", path, ctx.Err())
-		case <-t.C:
-		}
-	}
+	return unlock, nil
 }
 
 // diskUsage is the size of the regular files below dir (symlinks and hard links counted as

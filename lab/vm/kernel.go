@@ -5,13 +5,13 @@ package vm
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
+
+	"kpbench.dev/kpbench/internal/fsutil"
 )
 
 // Image is a bootable kernel and initramfs in the cache.
@@ -178,28 +178,11 @@ func extractVmlinux(ctx context.Context, xz, vmlinuz, out string) error {
 
 // lockDir takes an exclusive flock on dir/.lock, waiting while another builder holds it.
 func lockDir(ctx context.Context, dir string) (unlock func(), err error) {
-	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	unlock, err = fsutil.Lock(ctx, filepath.Join(dir, ".lock"))
 	if err != nil {
-		return nil, fmt.Errorf("vm cache lock: %w", err)
+		return nil, fmt.Errorf("vm cache: %w", err)
 	}
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("vm cache lock: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("vm cache lock %s: %w", dir, ctx.Err())
-		case <-t.C:
-		}
-	}
+	return unlock, nil
 }
 
 // exists reports whether path exists.
