@@ -8,10 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -157,63 +155,34 @@ const clusterLogEnv = "KPBENCH_CLUSTER_LOG"
 // cluster's directory, and returns when the cluster's record says it is ready (or the
 // child failed).
 func detachCluster(cmd *cobra.Command, f clusterUpFlags) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(f.dir, 0o755); err != nil {
-		return err
-	}
+	reg := labcluster.Registry{Dir: f.dir}
 	// Beside the cluster's directory, so that a failed start leaves its log to read.
 	logPath := filepath.Join(f.dir, f.name+".log")
-	logFile, err := os.Create(logPath)
+	var rec *labcluster.Record
+	pid, err := startDetached(cmd.Context(), detachSpec{
+		What: "cluster",
+		Args: []string{"cluster", "up", "--name", f.name, "--nodes", fmt.Sprint(f.nodes), "--proxy", f.proxy,
+			"--clients", fmt.Sprint(f.clnts), "--port", fmt.Sprint(f.port), "--kube-proxy-min-sync-period", f.minSync.String(),
+			"--dir", f.dir, "--registry", f.labDir},
+		Env: []string{clusterLogEnv + "=" + logPath},
+		Log: logPath, Timeout: 15 * time.Minute,
+		Ready: func(pid int) bool {
+			r, err := reg.Read(f.name)
+			if err != nil || r.PID != pid || r.State != labcluster.StateReady {
+				return false
+			}
+			rec = r
+			return true
+		},
+	})
 	if err != nil {
 		return err
 	}
-	defer logFile.Close()
-	args := []string{"cluster", "up", "--name", f.name, "--nodes", fmt.Sprint(f.nodes), "--proxy", f.proxy,
-		"--clients", fmt.Sprint(f.clnts), "--port", fmt.Sprint(f.port), "--kube-proxy-min-sync-period", f.minSync.String(),
-		"--dir", f.dir, "--registry", f.labDir}
-	child := exec.Command(self, args...)
-	child.Stdout, child.Stderr = logFile, logFile
-	child.Env = append(os.Environ(), clusterLogEnv+"="+logPath)
-	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := child.Start(); err != nil {
-		return fmt.Errorf("start detached cluster: %w", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
-	reg := labcluster.Registry{Dir: f.dir}
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	timeout := time.After(15 * time.Minute)
-	for {
-		select {
-		case err := <-exited:
-			tail, _ := os.ReadFile(logPath)
-			if ee := (*exec.ExitError)(nil); errors.As(err, &ee) && ee.ExitCode() == exitBadInput {
-				return usageError{fmt.Errorf("detached cluster refused its configuration:\n%s", tail)}
-			}
-			return fmt.Errorf("detached cluster exited before it was ready (%v):\n%s", err, tail)
-		case <-timeout:
-			_ = child.Process.Signal(syscall.SIGTERM)
-			return errors.New("detached cluster not ready after 15 minutes; sent it SIGTERM")
-		case <-cmd.Context().Done():
-			_ = child.Process.Signal(syscall.SIGTERM)
-			return cmd.Context().Err()
-		case <-tick.C:
-			rec, err := reg.Read(f.name)
-			if err != nil || rec.PID != child.Process.Pid || rec.State != labcluster.StateReady {
-				continue
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "cluster %s is up in the background in %.1fs: %d nodes, kube-proxy %s, Kubernetes %s (pid %d, log %s)\n",
-				f.name, rec.Startup.Total, rec.Nodes, rec.Proxy, rec.Version, rec.PID, logPath)
-			printClusterHints(out, *rec)
-			_ = child.Process.Release()
-			return nil
-		}
-	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "cluster %s is up in the background in %.1fs: %d nodes, kube-proxy %s, Kubernetes %s (pid %d, log %s)\n",
+		f.name, rec.Startup.Total, rec.Nodes, rec.Proxy, rec.Version, pid, logPath)
+	printClusterHints(out, *rec)
+	return nil
 }
 
 // clusterStatus is the JSON form of `cluster status` (a contract: add fields, never rename).

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -138,57 +137,26 @@ func printEnterHints(out io.Writer, name, node string) {
 // detachLab starts `kpbench lab up` again in its own session, logging to the registry
 // directory, and returns when the lab's record says it is ready (or the child failed).
 func detachLab(cmd *cobra.Command, f labUpFlags) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(f.registryDir, 0o755); err != nil {
-		return err
-	}
-	logPath := filepath.Join(f.registryDir, f.name+".log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	args := []string{"lab", "up", "--name", f.name, "--nodes", fmt.Sprint(f.nodes), "--pods-per-node", fmt.Sprint(f.podsPerNode),
-		"--clients", fmt.Sprint(f.clnts), "--node-cidr", f.nodeCIDR, "--pod-cidr", f.podCIDR, "--registry", f.registryDir}
-	child := exec.Command(self, args...)
-	child.Stdout, child.Stderr = logFile, logFile
-	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := child.Start(); err != nil {
-		return fmt.Errorf("start detached lab: %w", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
 	reg := lab.Registry{Dir: f.registryDir}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	timeout := time.After(10 * time.Minute)
-	for {
-		select {
-		case err := <-exited:
-			tail, _ := os.ReadFile(logPath)
-			return fmt.Errorf("detached lab exited before it was ready (%v):\n%s", err, tail)
-		case <-timeout:
-			_ = child.Process.Signal(syscall.SIGTERM)
-			return errors.New("detached lab not ready after 10 minutes; sent it SIGTERM")
-		case <-cmd.Context().Done():
-			_ = child.Process.Signal(syscall.SIGTERM)
-			return cmd.Context().Err()
-		case <-tick.C:
+	logPath := filepath.Join(f.registryDir, f.name+".log")
+	pid, err := startDetached(cmd.Context(), detachSpec{
+		What: "lab",
+		Args: []string{"lab", "up", "--name", f.name, "--nodes", fmt.Sprint(f.nodes), "--pods-per-node", fmt.Sprint(f.podsPerNode),
+			"--clients", fmt.Sprint(f.clnts), "--node-cidr", f.nodeCIDR, "--pod-cidr", f.podCIDR, "--registry", f.registryDir},
+		Log: logPath, Timeout: 10 * time.Minute,
+		Ready: func(pid int) bool {
 			rec, err := reg.Read(f.name)
-			if err != nil || rec.PID != child.Process.Pid || rec.State != "ready" {
-				continue
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "lab %s is up in the background (pid %d, log %s)\n", f.name, rec.PID, logPath)
-			printEnterHints(out, f.name, lab.NodeName(0))
-			fmt.Fprintf(out, "  kpbench lab down --name %s                # remove it\n", f.name)
-			_ = child.Process.Release()
-			return nil
-		}
+			return err == nil && rec.PID == pid && rec.State == "ready"
+		},
+	})
+	if err != nil {
+		return err
 	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "lab %s is up in the background (pid %d, log %s)\n", f.name, pid, logPath)
+	printEnterHints(out, f.name, lab.NodeName(0))
+	fmt.Fprintf(out, "  kpbench lab down --name %s                # remove it\n", f.name)
+	return nil
 }
 
 func newLabStatusCmd() *cobra.Command {
