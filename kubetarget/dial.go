@@ -49,7 +49,7 @@ func (r *dialRequester) Request(ctx context.Context, target probe.Target, opts p
 	defer cancel()
 	start := time.Now()
 	body, err := r.t.client.CoreV1().RESTClient().Get().
-		Namespace(r.t.namespace).Resource("pods").Name(r.pod + ":" + strconv.Itoa(int(r.port))).
+		Namespace(r.t.namespace).Resource("pods").Name(r.pod+":"+strconv.Itoa(int(r.port))).
 		SubResource("proxy").Suffix("dial").
 		Param("request", "hostname").Param("host", target.Addr.Addr().String()).
 		Param("port", strconv.Itoa(int(target.Addr.Port()))).Param("protocol", protocol).Param("tries", "1").
