@@ -38,30 +38,11 @@ type dialAnswer struct {
 // Request sends one probe to target from the prober pod. The answer names the pod that
 // answered (agnhost's /hostname is the pod's name); the client address is not read.
 func (r *dialRequester) Request(ctx context.Context, target probe.Target, opts probe.Options) probe.Result {
-	if err := r.t.allowed(target.Addr.Addr()); err != nil {
-		return probe.Result{Err: err, Class: probe.Other}
-	}
-	protocol := "http"
-	if target.Protocol == echo.UDP {
-		protocol = "udp"
-	}
-	ctx, cancel := context.WithTimeout(ctx, max(opts.Timeout, netexecTryTimeout)+10*time.Second)
-	defer cancel()
 	start := time.Now()
-	body, err := r.t.client.CoreV1().RESTClient().Get().
-		Namespace(r.t.namespace).Resource("pods").Name(r.pod+":"+strconv.Itoa(int(r.port))).
-		SubResource("proxy").Suffix("dial").
-		Param("request", "hostname").Param("host", target.Addr.Addr().String()).
-		Param("port", strconv.Itoa(int(target.Addr.Port()))).Param("protocol", protocol).Param("tries", "1").
-		DoRaw(ctx)
+	a, err := r.dial(ctx, target, opts, 1)
 	res := probe.Result{Total: time.Since(start)}
 	if err != nil {
-		res.Err, res.Class = fmt.Errorf("prober %s: %w", r.pod, err), probe.Other
-		return res
-	}
-	var a dialAnswer
-	if err := json.Unmarshal(body, &a); err != nil {
-		res.Err, res.Class = fmt.Errorf("prober %s: /dial answered %q: %w", r.pod, body, err), probe.Other
+		res.Err, res.Class = err, probe.Other
 		return res
 	}
 	if len(a.Responses) > 0 && len(a.Errors) == 0 {
@@ -74,6 +55,33 @@ func (r *dialRequester) Request(ctx context.Context, target probe.Target, opts p
 	}
 	res.Err, res.Class = errors.New(msg), classify(msg)
 	return res
+}
+
+// dial GETs netexec's /dial with tries tries to target, through the API server.
+func (r *dialRequester) dial(ctx context.Context, target probe.Target, opts probe.Options, tries int) (dialAnswer, error) {
+	var a dialAnswer
+	if err := r.t.allowed(target.Addr.Addr()); err != nil {
+		return a, err
+	}
+	protocol := "http"
+	if target.Protocol == echo.UDP {
+		protocol = "udp"
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(tries)*max(opts.Timeout, netexecTryTimeout)+10*time.Second)
+	defer cancel()
+	body, err := r.t.client.CoreV1().RESTClient().Get().
+		Namespace(r.t.namespace).Resource("pods").Name(r.pod+":"+strconv.Itoa(int(r.port))).
+		SubResource("proxy").Suffix("dial").
+		Param("request", "hostname").Param("host", target.Addr.Addr().String()).
+		Param("port", strconv.Itoa(int(target.Addr.Port()))).Param("protocol", protocol).Param("tries", strconv.Itoa(tries)).
+		DoRaw(ctx)
+	if err != nil {
+		return a, fmt.Errorf("prober %s: %w", r.pod, err)
+	}
+	if err := json.Unmarshal(body, &a); err != nil {
+		return a, fmt.Errorf("prober %s: /dial answered %q: %w", r.pod, body, err)
+	}
+	return a, nil
 }
 
 // classify sorts netexec's /dial error text into a probe class.

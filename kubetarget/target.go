@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"kpbench.dev/kpbench/lab"
+	"kpbench.dev/kpbench/lab/probe"
 	"kpbench.dev/kpbench/scenarios/check"
 )
 
@@ -399,9 +400,70 @@ func (t *Target) WaitSynced(ctx context.Context) error {
 			}, fmt.Sprintf("Service %s to answer from node %s", svc.Name, n.Name)); err != nil {
 				return err
 			}
+			t.settle(ctx, r, target, svc, n.Name)
 		}
 	}
 	return t.refresh(ctx)
+}
+
+// settleTimeout bounds the wait for a proxy to reach every endpoint of a Service.
+const settleTimeout = 20 * time.Second
+
+// settle waits, within settleTimeout, until the Service's answers from the node's
+// prober came from every endpoint the node may reach: a proxy that answers may not have
+// programmed the last endpoints yet (its syncs are rate-limited). After the timeout it
+// goes on: the check then judges what the proxy does.
+func (t *Target) settle(ctx context.Context, r *dialRequester, target probe.Target, svc *corev1.Service, node string) {
+	want := t.endpointPods(svc, node)
+	if len(want) == 0 || t.opts.KeepImages {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	seen := map[string]bool{}
+	tries := min(100, 5*len(want))
+	err := poll(ctx, 250*time.Millisecond, func() (bool, error) {
+		a, err := r.dial(ctx, target, probeOptions(), tries)
+		if err != nil {
+			return false, err
+		}
+		for _, resp := range a.Responses {
+			seen[strings.TrimSpace(resp)] = true
+		}
+		for pod := range want {
+			if !seen[pod] {
+				return false, nil
+			}
+		}
+		return true, nil
+	}, "")
+	if err != nil {
+		t.logf("Service %s: node %s's proxy did not reach every endpoint within %s; checking anyway", svc.Name, node, settleTimeout)
+	}
+}
+
+// endpointPods names the pods of the Service's ready endpoints that traffic from node
+// may reach (its own node's only, for internalTrafficPolicy Local).
+func (t *Target) endpointPods(svc *corev1.Service, node string) map[string]bool {
+	local := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]bool{}
+	for _, s := range t.slices {
+		if s.Labels[discoveryv1.LabelServiceName] != svc.Name {
+			continue
+		}
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready == nil || !*ep.Conditions.Ready || ep.TargetRef == nil || ep.TargetRef.Kind != "Pod" {
+				continue
+			}
+			if local && (ep.NodeName == nil || *ep.NodeName != node) {
+				continue
+			}
+			out[ep.TargetRef.Name] = true
+		}
+	}
+	return out
 }
 
 // notReady says what is not ready yet ("" when everything is).
