@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/netip"
 	"os"
@@ -30,8 +31,19 @@ import (
 // DefaultMaxObjects bounds the objects (and pods) one run creates.
 const DefaultMaxObjects = 25000
 
-// HostProberPort is the port the hostNetwork probers' netexec listens on, on every node.
-const HostProberPort = 19376
+// HostProberPorts is the range of ports the hostNetwork probers' netexec listens on, on
+// every node: each run takes one from its id, so that runs side by side do not collide.
+const (
+	HostProberPortMin = 19000
+	HostProberPortMax = 19999
+)
+
+// hostProberPort is the run's hostNetwork prober port.
+func hostProberPort(runID string) int32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(runID))
+	return HostProberPortMin + int32(h.Sum32()%(HostProberPortMax-HostProberPortMin+1))
+}
 
 // proberPort is the pod-network probers' netexec port.
 const proberPort = 8080
@@ -153,7 +165,7 @@ func (t *Target) Plan(w io.Writer) error {
 	fmt.Fprintf(&b, "  Namespace %s (label %s=%s)\n", t.namespace, RunLabel, t.opts.RunID)
 	for _, n := range t.nodes {
 		fmt.Fprintf(&b, "  Pod %s/%s on %s (prober, %s netexec :%d)\n", t.namespace, proberName(n.Name), n.Name, t.image(), proberPort)
-		fmt.Fprintf(&b, "  Pod %s/%s on %s (hostNetwork prober, netexec on the node's :%d)\n", t.namespace, hostProberName(n.Name), n.Name, HostProberPort)
+		fmt.Fprintf(&b, "  Pod %s/%s on %s (hostNetwork prober, netexec on the node's :%d)\n", t.namespace, hostProberName(n.Name), n.Name, hostProberPort(t.opts.RunID))
 	}
 	for _, o := range t.objects {
 		m := o.(metav1.Object)
@@ -220,7 +232,7 @@ func (t *Target) Start(ctx context.Context) error {
 func (t *Target) prober(node string, hostNetwork bool) *corev1.Pod {
 	name, port := proberName(node), int32(proberPort)
 	if hostNetwork {
-		name, port = hostProberName(node), HostProberPort
+		name, port = hostProberName(node), hostProberPort(t.opts.RunID)
 	}
 	no := false
 	one := int64(1)
@@ -482,13 +494,16 @@ func (t *Target) notReady() string {
 		}
 	}
 	ready := 0
+	var waiting []string
 	for _, p := range t.pods {
 		if p.DeletionTimestamp == nil && podReady(p) {
 			ready++
+		} else if len(waiting) < 3 {
+			waiting = append(waiting, p.Name+" ("+podWaitReason(p)+")")
 		}
 	}
 	if ready < want {
-		return fmt.Sprintf("%d/%d pods ready", ready, want)
+		return fmt.Sprintf("%d/%d pods ready; not ready: %s", ready, want, strings.Join(waiting, ", "))
 	}
 	for _, svc := range t.services {
 		if len(svc.Spec.Selector) == 0 {
@@ -566,6 +581,21 @@ func (t *Target) hasReadyEndpoints(svc *corev1.Service) bool {
 	return false
 }
 
+// podWaitReason says why a pod is not ready: its phase, and a container's waiting reason
+// or message.
+func podWaitReason(p *corev1.Pod) string {
+	r := string(p.Status.Phase)
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			return r + ", " + cs.Name + ": " + strings.TrimSpace(w.Reason+" "+w.Message)
+		}
+	}
+	if p.Status.Message != "" && p.Status.Phase != corev1.PodRunning {
+		r += ": " + p.Status.Message
+	}
+	return r
+}
+
 func podReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
@@ -639,7 +669,7 @@ func (t *Target) Requester(host string) (check.Requester, error) {
 		case proberName(n.Name):
 			return &dialRequester{t: t, pod: host, port: proberPort}, nil
 		case hostProberName(n.Name):
-			return &dialRequester{t: t, pod: host, port: HostProberPort}, nil
+			return &dialRequester{t: t, pod: host, port: hostProberPort(t.opts.RunID)}, nil
 		}
 	}
 	return nil, fmt.Errorf("no prober %q in the run", host)
