@@ -59,10 +59,16 @@ func (r *dialRequester) Request(ctx context.Context, target probe.Target, opts p
 
 // dial GETs netexec's /dial with tries tries to target, through the API server.
 func (r *dialRequester) dial(ctx context.Context, target probe.Target, opts probe.Options, tries int) (dialAnswer, error) {
-	var a dialAnswer
 	if err := r.t.allowed(target.Addr.Addr()); err != nil {
-		return a, err
+		return dialAnswer{}, err
 	}
+	return r.dialUnchecked(ctx, target, opts, tries, "hostname")
+}
+
+// dialUnchecked is dial with any request path and no check of the target (callers send
+// only to the prober's own node).
+func (r *dialRequester) dialUnchecked(ctx context.Context, target probe.Target, opts probe.Options, tries int, request string) (dialAnswer, error) {
+	var a dialAnswer
 	protocol := "http"
 	if target.Protocol == echo.UDP {
 		protocol = "udp"
@@ -72,7 +78,7 @@ func (r *dialRequester) dial(ctx context.Context, target probe.Target, opts prob
 	body, err := r.t.client.CoreV1().RESTClient().Get().
 		Namespace(r.t.namespace).Resource("pods").Name(r.pod+":"+strconv.Itoa(int(r.port))).
 		SubResource("proxy").Suffix("dial").
-		Param("request", "hostname").Param("host", target.Addr.Addr().String()).
+		Param("request", request).Param("host", target.Addr.Addr().String()).
 		Param("port", strconv.Itoa(int(target.Addr.Port()))).Param("protocol", protocol).Param("tries", strconv.Itoa(tries)).
 		DoRaw(ctx)
 	if err != nil {
@@ -132,3 +138,33 @@ func targetOf(ap netip.AddrPort, p corev1.Protocol) probe.Target {
 func probeOptions() probe.Options { return probe.Options{Timeout: 2 * time.Second} }
 
 func intstrPort(p int32) intstr.IntOrString { return intstr.FromInt32(p) }
+
+// kubeProxyMetricsPort is kube-proxy's metrics port, where /proxyMode answers.
+const kubeProxyMetricsPort = 10249
+
+// ProxyMode asks kube-proxy on the first node for its mode (GET /proxyMode on :10249,
+// from the node's hostNetwork prober: the node's IP, then 127.0.0.1, kube-proxy's
+// default bind address). It returns "" and the reason when no kube-proxy answers (another
+// proxy, or metrics bound elsewhere). Call it after WaitSynced.
+func (t *Target) ProxyMode(ctx context.Context) (string, string) {
+	n := t.nodes[0]
+	r := &dialRequester{t: t, pod: hostProberName(n.Name), port: hostProberPort(t.opts.RunID)}
+	var reasons []string
+	for _, ip := range []netip.Addr{n.IP, netip.AddrFrom4([4]byte{127, 0, 0, 1})} {
+		target := probe.Target{Addr: netip.AddrPortFrom(ip, kubeProxyMetricsPort), Protocol: echo.TCP}
+		a, err := r.dialUnchecked(ctx, target, probe.Options{Timeout: time.Second}, 1, "proxyMode")
+		switch {
+		case err != nil:
+			reasons = append(reasons, err.Error())
+		case len(a.Responses) > 0 && len(a.Errors) == 0:
+			mode := strings.TrimSpace(a.Responses[0])
+			if mode != "" && !strings.ContainsAny(mode, " <\n") {
+				return mode, ""
+			}
+			reasons = append(reasons, fmt.Sprintf("%s answered %q", target.Addr, mode))
+		case len(a.Errors) > 0:
+			reasons = append(reasons, fmt.Sprintf("%s: %s", target.Addr, a.Errors[0]))
+		}
+	}
+	return "", "no kube-proxy /proxyMode on " + n.Name + ": " + strings.Join(reasons, "; ")
+}

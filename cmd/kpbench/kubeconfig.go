@@ -129,17 +129,25 @@ func (k *kubeTarget) check(cmd *cobra.Command, files []string, output string) (e
 	if err != nil {
 		return err
 	}
-	target := "cluster " + t.ServerVersion()
+	mode, why := t.ProxyMode(ctx)
+	target := fmt.Sprintf("cluster %s (%d nodes, proxy %s)", t.ServerVersion(), len(t.Nodes()), mode)
+	if mode == "" {
+		target = fmt.Sprintf("cluster %s (%d nodes, proxy mode unknown)", t.ServerVersion(), len(t.Nodes()))
+		fmt.Fprintln(cmd.ErrOrStderr(), "proxy mode:", why)
+	}
 	if output == "json" {
 		enc := json.NewEncoder(cmd.OutOrStdout())
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(struct {
 			Backend    string          `json:"backend"`
+			Server     string          `json:"serverVersion"`
+			Nodes      int             `json:"nodes"`
+			ProxyMode  string          `json:"proxyMode,omitempty"`
 			Kubeconfig string          `json:"kubeconfig"`
 			Namespace  string          `json:"namespace"`
 			Passed     bool            `json:"passed"`
 			Outcomes   []check.Outcome `json:"outcomes"`
-		}{target, k.kubeconfig, t.Namespace(), !check.Failed(outs) && (k.allowNotChecked || check.NotCheckedCount(outs) == 0), outs}); err != nil {
+		}{target, t.ServerVersion(), len(t.Nodes()), mode, k.kubeconfig, t.Namespace(), !check.Failed(outs) && (k.allowNotChecked || check.NotCheckedCount(outs) == 0), outs}); err != nil {
 			return err
 		}
 	} else {

@@ -108,6 +108,7 @@ func TestCheckKubeconfig(t *testing.T) {
 				if tt.want == exitOK {
 					assert.Contains(t, out.String(), "nodePort")
 					assert.Contains(t, out.String(), " 0 failed")
+					assert.Contains(t, out.String(), "proxy "+string(mode), "kube-proxy's /proxyMode read")
 				} else {
 					assert.Contains(t, out.String(), "refused")
 				}
