@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"kpbench.dev/kpbench/kubetarget"
 	"kpbench.dev/kpbench/lab/manifest"
@@ -123,7 +124,11 @@ func (k *kubeTarget) check(cmd *cobra.Command, files []string, output string) (e
 		fmt.Fprintln(cmd.ErrOrStderr(), "change:", n)
 	}
 	if err := t.Start(ctx); err != nil {
-		return fmt.Errorf("apply %s: %w", strings.Join(files, ", "), err)
+		err = fmt.Errorf("apply %s: %w", strings.Join(files, ", "), err)
+		if apierrors.IsInvalid(err) {
+			return usageError{err} // the manifests do not fit this cluster (a taken nodePort, say)
+		}
+		return err
 	}
 	outs, err := check.Run(ctx, t, check.Options{ReachabilityOnly: k.keepImages})
 	if err != nil {

@@ -84,13 +84,29 @@ spec:
   ports: [{port: 80, targetPort: 8081}]
 `
 
+// takenNodePort: the second Service asks for the first one's nodePort; the API server
+// refuses it after the namespace and the first objects exist.
+const takenNodePort = `apiVersion: v1
+kind: Service
+metadata: {name: a}
+spec: {type: NodePort, selector: {app: a}, ports: [{port: 80, nodePort: 30999}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: b}
+spec: {type: NodePort, selector: {app: b}, ports: [{port: 80, nodePort: 30999}]}
+`
+
 // TestCheckKubeconfig runs `kpbench check --kubeconfig` against `kpbench cluster up` on
 // both proxy modes: both seed manifests pass, a Service whose targetPort nobody listens
-// on fails with exit 1, and no namespace of kpbench's is left in the cluster.
+// on fails with exit 1, manifests the API server refuses exit 2, and no namespace of
+// kpbench's is left in the cluster after any of them.
 func TestCheckKubeconfig(t *testing.T) {
 	requireClusterUp(t)
 	bad := filepath.Join(t.TempDir(), "unlistened.yaml")
 	require.NoError(t, os.WriteFile(bad, []byte(unlistenedTargetPort), 0o644))
+	dup := filepath.Join(t.TempDir(), "taken-nodeport.yaml")
+	require.NoError(t, os.WriteFile(dup, []byte(takenNodePort), 0o644))
 	for _, mode := range []kubeproxy.Mode{kubeproxy.ModeIPTables, kubeproxy.ModeNFTables} {
 		t.Run(string(mode), func(t *testing.T) {
 			kc, client := kubeconfigCluster(t, mode)
@@ -101,6 +117,7 @@ func TestCheckKubeconfig(t *testing.T) {
 				{"../../scenarios/examples/nginx-nodeport.yaml", exitOK},
 				{"../../scenarios/examples/inference.yaml", exitOK},
 				{bad, exitFailed},
+				{dup, exitBadInput},
 			} {
 				var out, errOut bytes.Buffer
 				code := run([]string{"check", tt.file, "--kubeconfig", kc}, &out, &errOut)
@@ -109,8 +126,10 @@ func TestCheckKubeconfig(t *testing.T) {
 					assert.Contains(t, out.String(), "nodePort")
 					assert.Contains(t, out.String(), " 0 failed")
 					assert.Contains(t, out.String(), "proxy "+string(mode), "kube-proxy's /proxyMode read")
-				} else {
+				} else if tt.want == exitFailed {
 					assert.Contains(t, out.String(), "refused")
+				} else {
+					assert.Contains(t, errOut.String(), "provided port is already allocated")
 				}
 				assert.Empty(t, runNamespaces(t, client), "namespaces left after %s", tt.file)
 			}
@@ -119,7 +138,8 @@ func TestCheckKubeconfig(t *testing.T) {
 }
 
 // TestCheckKubeconfigKilledIsCleanedUp kills a `kpbench check --kubeconfig` with SIGKILL
-// once its namespace exists: the namespace stays, and `kpbench cluster cleanup` removes it.
+// once its namespace exists: the namespace stays, and `kpbench cluster cleanup` removes it;
+// one interrupted with SIGINT (Ctrl-C) removes its namespace itself.
 func TestCheckKubeconfigKilledIsCleanedUp(t *testing.T) {
 	requireClusterUp(t)
 	kc, client := kubeconfigCluster(t, kubeproxy.ModeIPTables)
@@ -137,6 +157,15 @@ func TestCheckKubeconfigKilledIsCleanedUp(t *testing.T) {
 	require.Equal(t, exitOK, run([]string{"cluster", "cleanup", "--kubeconfig", kc}, &out, &errOut), errOut.String())
 	assert.Contains(t, out.String(), "removed 1 namespaces ["+left[0]+"]")
 	assert.Empty(t, runNamespaces(t, client))
+
+	// Ctrl-C: the run deletes its namespace itself.
+	child = startKpbench(ctx, t, "check", "../../scenarios/examples/nginx-nodeport.yaml", "--kubeconfig", kc)
+	require.Eventually(t, func() bool { return len(runNamespaces(t, client)) > 0 || child.cmd.ProcessState != nil },
+		time.Minute, 50*time.Millisecond, "the run's namespace appears:\n%s", child.out.String())
+	require.NoError(t, syscall.Kill(child.cmd.Process.Pid, syscall.SIGINT))
+	_ = child.cmd.Wait()
+	assert.Contains(t, child.out.String(), "deleted")
+	assert.Empty(t, runNamespaces(t, client), "an interrupted run deletes its namespace:\n%s", child.out.String())
 }
 
 // TestKubeconfigFlagsBadInput: the real-cluster flags refuse bad input with exit 2
