@@ -92,6 +92,11 @@ func (k *kubeTarget) check(cmd *cobra.Command, files []string, output string) (e
 	if output != "table" && output != "json" {
 		return badInput("-o %q: allowed values are table, json", output)
 	}
+	for _, name := range []string{"backend", "nodes", "clients"} {
+		if cmd.Flags().Changed(name) {
+			return badInput("--%s is a lab flag: with --kubeconfig the cluster's own nodes and proxy are checked", name)
+		}
+	}
 	objs, err := manifest.ReadFiles(files...)
 	if err != nil {
 		return usageError{err}

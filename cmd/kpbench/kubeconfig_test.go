@@ -193,6 +193,8 @@ current-context: ctx
 		{"max objects", []string{"check", "../../scenarios/examples/inference.yaml", "--kubeconfig", kc, "--max-objects", "0"}, "--max-objects 0"},
 		{"bad manifest", []string{"check", filepath.Join(dir, "nope.yaml"), "--kubeconfig", kc}, "nope.yaml"},
 		{"cleanup without kubeconfig", []string{"cluster", "cleanup"}, "--kubeconfig is required"},
+		{"lab flag with kubeconfig", []string{"check", "x.yaml", "--kubeconfig", kc, "--backend", "nftables"}, "--backend is a lab flag"},
+		{"conform not yet", []string{"conform", "--kubeconfig", kc}, "conform --kubeconfig is not implemented yet"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
