@@ -23,6 +23,7 @@ import (
 func newCheckCmd() *cobra.Command {
 	var backend, output string
 	var nodes, clients int
+	var kube *kubeTarget
 	cmd := &cobra.Command{
 		Use:   "check FILE... [--backend B] [-o json]",
 		Short: "Check with real traffic that every path of every Service in the manifests works",
@@ -44,6 +45,9 @@ Exit status: 0 all paths pass, 1 a path failed, 2 bad input, 3 the bench failed.
 		},
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, files []string) error {
+			if kube.enabled() {
+				return kube.check(cmd, files, output)
+			}
 			if err := all.Validate(backend); err != nil {
 				return badInput("--backend: %v", err)
 			}
@@ -75,7 +79,7 @@ Exit status: 0 all paths pass, 1 a path failed, 2 bad input, 3 the bench failed.
 			if err := tb.Apply(ctx, ros...); err != nil {
 				return usageError{fmt.Errorf("apply %s: %w", strings.Join(files, ", "), err)}
 			}
-			outs, err := check.Run(ctx, tb, check.Options{})
+			outs, err := check.Run(ctx, check.Testbed(tb), check.Options{})
 			if err != nil {
 				return err
 			}
@@ -102,6 +106,7 @@ Exit status: 0 all paths pass, 1 a path failed, 2 bad input, 3 the bench failed.
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	cmd.Flags().IntVar(&nodes, "nodes", 2, "nodes in the lab")
 	cmd.Flags().IntVar(&clients, "clients", 1, "external clients in the lab (at least 1)")
+	kube = addKubeconfigFlags(cmd)
 	return cmd
 }
 

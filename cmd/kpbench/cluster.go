@@ -32,7 +32,7 @@ namespaces served by kpbench's echo server (which speaks agnhost netexec's HTTP 
 kubectl reaches it through a loopback port: see docs/cluster.md.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newClusterUpCmd(), newClusterStatusCmd(), newClusterDownCmd(), newClusterListCmd())
+	cmd.AddCommand(newClusterUpCmd(), newClusterStatusCmd(), newClusterDownCmd(), newClusterListCmd(), newClusterCleanupCmd())
 	return cmd
 }
 

@@ -16,6 +16,7 @@ import (
 func newConformCmd() *cobra.Command {
 	var backend, out, dir, cases string
 	var waitTimeout time.Duration
+	var kube *kubeTarget
 	cmd := &cobra.Command{
 		Use:   "conform [--backend B[,B...]|all|ours] [--out DIR] [--cases GLOB] [--dir SUITE]",
 		Short: "Run the conformance suite (kube-proxy's e2e behaviours) on each backend",
@@ -37,6 +38,9 @@ Exit status: 0 every case passed (or xfail/xpass/skip), 1 a case failed, 2 bad i
 		Args:    cobra.NoArgs,
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if kube.enabled() {
+				return kube.notYet(cmd)
+			}
 			backends, err := parseBackends(backend)
 			if err != nil {
 				return err
@@ -79,6 +83,7 @@ Exit status: 0 every case passed (or xfail/xpass/skip), 1 a case failed, 2 bad i
 	cmd.Flags().StringVar(&cases, "cases", "*", "run only the cases whose name matches this glob")
 	addWaitTimeoutFlag(cmd, &waitTimeout, os.Getenv)
 	cmd.Flags().StringVar(&dir, "dir", conformance.DefaultDir, "the suite's directory (relative to the working directory)")
+	kube = addKubeconfigFlags(cmd)
 	return cmd
 }
 

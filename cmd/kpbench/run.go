@@ -45,6 +45,7 @@ func defaultOut(name string) string {
 func newRunCmd() *cobra.Command {
 	var backend, out string
 	var waitTimeout time.Duration
+	var kube *kubeTarget
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO [--backend B[,B...]|all|ours] [--out DIR]",
 		Short: "Run a scenario on one or more backends and write its results and report",
@@ -61,6 +62,9 @@ Exit status: 0 every expectation held, 1 an expectation failed, 2 bad input, 3 t
 		Args:    exactArgs(1),
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if kube.enabled() {
+				return kube.notYet(cmd)
+			}
 			backends, err := parseBackends(backend)
 			if err != nil {
 				return err
@@ -105,5 +109,6 @@ Exit status: 0 every expectation held, 1 an expectation failed, 2 bad input, 3 t
 	cmd.Flags().StringVar(&backend, "backend", "", "backends to run, comma-separated, all (every backend that runs here) or ours (all but upstream kube-proxy) (default: the scenario's proxy mode)")
 	cmd.Flags().StringVar(&out, "out", "", "results directory (default out/<time>-<scenario>)")
 	addWaitTimeoutFlag(cmd, &waitTimeout, os.Getenv)
+	kube = addKubeconfigFlags(cmd)
 	return cmd
 }

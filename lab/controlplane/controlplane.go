@@ -323,6 +323,16 @@ func (cp *ControlPlane) makeNamespace() error {
 				return fmt.Errorf("bring up %s: %w", name, err)
 			}
 		}
+		// The API server reaches pods as on a real cluster (the pods/proxy subresource,
+		// webhooks): each node's pod block via that node.
+		cfg := cp.lab.Config()
+		for i := range cfg.Nodes {
+			dst, gw := cfg.NodePodCIDR(i), cfg.NodeIP(i)
+			r := &netlink.Route{Dst: &net.IPNet{IP: net.IP(dst.Masked().Addr().AsSlice()), Mask: net.CIDRMask(dst.Bits(), 32)}, Gw: net.IP(gw.AsSlice())}
+			if err := netlink.RouteAdd(r); err != nil {
+				return fmt.Errorf("route %s via %s: %w", dst, gw, err)
+			}
+		}
 		return nil
 	})
 }

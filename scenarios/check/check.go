@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/lab"
@@ -36,6 +37,9 @@ const (
 	// Info marks Services that get no proxy rules (headless, ExternalName): nothing to
 	// check, and that is expected.
 	Info Verdict = "info"
+	// NotChecked marks a path the target cannot send on (no host outside the cluster on a
+	// real cluster, say), with the reason: never a pass.
+	NotChecked Verdict = "not checked"
 )
 
 // MinPValue is the chi-square p-value below which a selection is judged not to follow the
@@ -68,6 +72,10 @@ type Options struct {
 	PerEndpoint, MinRequests int
 	// Timeout of one probe (default 2s; drops are expected to time out).
 	Timeout time.Duration
+	// ReachabilityOnly: the answers do not name their pod (the user's own containers
+	// answered), so only that every probe was answered is checked, not which endpoints
+	// answered nor their shares.
+	ReachabilityOnly bool
 }
 
 func (o *Options) defaults() {
@@ -82,9 +90,58 @@ func (o *Options) defaults() {
 	}
 }
 
-// Run checks every Service in the testbed's control plane. The testbed must have probe
-// pods (Options.ProbePods) and at least one client.
-func Run(ctx context.Context, tb *testbed.Testbed, o Options) ([]Outcome, error) {
+// Cluster is what Run checks: its Services and EndpointSlices, its nodes and pods, and
+// the hosts that send each path's traffic. The lab's testbed is one (Testbed); a real
+// cluster reached through a kubeconfig is another (package kubetarget).
+type Cluster interface {
+	// WaitSynced waits until the proxies programmed every change made so far.
+	WaitSynced(ctx context.Context) error
+	// Services and EndpointSlices are the objects to check.
+	Services() []*corev1.Service
+	EndpointSlices() []*discoveryv1.EndpointSlice
+	// Hosts returns the nodes (KindNode) and pods (KindPod) in name order.
+	Hosts(kind lab.HostKind) []lab.Host
+	// InternalFrom names the host in node's pod network that sends ClusterIP traffic.
+	InternalFrom(node string) string
+	// ExternalFrom names the host that sends traffic from outside the cluster to node
+	// (NodePort), or says why there is none ("" and the reason).
+	ExternalFrom(node string) (host, reason string)
+	// ExternalIPFrom names the host that sends to a load-balancer or external IP (routing
+	// it there first), or says why there is none.
+	ExternalIPFrom(ctx context.Context, ip netip.Addr) (host, reason string, err error)
+	// Requester returns the prober of a host.
+	Requester(host string) (Requester, error)
+}
+
+// Testbed is the lab's testbed as a Cluster: ClusterIP traffic from each node's probe
+// pod, everything else from the first external client.
+func Testbed(tb *testbed.Testbed) Cluster { return testbedCluster{tb} }
+
+type testbedCluster struct{ *testbed.Testbed }
+
+func (c testbedCluster) InternalFrom(node string) string { return testbed.ProbePod(node) }
+
+func (c testbedCluster) ExternalFrom(string) (string, string) {
+	clients := c.Hosts(lab.KindClient)
+	if len(clients) == 0 {
+		return "", "the lab has no external client"
+	}
+	return clients[0].Name, ""
+}
+
+func (c testbedCluster) ExternalIPFrom(ctx context.Context, ip netip.Addr) (string, string, error) {
+	host, reason := c.ExternalFrom("")
+	if host == "" {
+		return "", reason, nil
+	}
+	// Clients reach load-balancer and external IPs through node 0 (their route).
+	return host, "", c.AddClientRoute(ctx, netip.PrefixFrom(ip, 32))
+}
+
+func (c testbedCluster) Requester(host string) (Requester, error) { return c.Prober(host) }
+
+// Run checks every Service of the cluster.
+func Run(ctx context.Context, tb Cluster, o Options) ([]Outcome, error) {
 	o.defaults()
 	if err := tb.WaitSynced(ctx); err != nil {
 		return nil, err
@@ -94,11 +151,6 @@ func Run(ctx context.Context, tb *testbed.Testbed, o Options) ([]Outcome, error)
 		podByIP[p.IP] = p.Name
 	}
 	nodes := tb.Hosts(lab.KindNode)
-	clients := tb.Hosts(lab.KindClient)
-	if len(clients) == 0 {
-		return nil, fmt.Errorf("check needs an external client in the lab")
-	}
-	client := clients[0].Name
 	view := backends.BuildState(backends.NodeView{}, backends.ViewOptions{}, tb.Services(), tb.EndpointSlices())
 
 	var out []Outcome
@@ -116,12 +168,10 @@ func Run(ctx context.Context, tb *testbed.Testbed, o Options) ([]Outcome, error)
 			if sp.Name.Namespace != svc.Namespace || sp.Name.Name != svc.Name {
 				continue
 			}
-			for _, ext := range append(slices.Clone(sp.ExternalIPs), sp.LoadBalancerIPs...) {
-				if err := tb.AddClientRoute(ctx, netip.PrefixFrom(ext, 32)); err != nil {
-					return out, err
-				}
+			paths, err := pathsOf(ctx, tb, sp, nodes)
+			if err != nil {
+				return out, err
 			}
-			paths := pathsOf(sp, nodes, client)
 			for _, p := range paths {
 				if err := ctx.Err(); err != nil {
 					return out, err
@@ -158,9 +208,10 @@ type path struct {
 	target   netip.AddrPort
 	expected []backends.Endpoint // endpoints that may answer; empty: no answer expected
 	reject   bool                // no endpoints at all: connections are refused
+	skip     string              // why the path cannot be sent on this cluster
 }
 
-func pathsOf(sp *backends.ServicePort, nodes []lab.Host, client string) []path {
+func pathsOf(ctx context.Context, c Cluster, sp *backends.ServicePort, nodes []lab.Host) ([]path, error) {
 	var paths []path
 	for _, n := range nodes {
 		local := localize(sp, n.Name)
@@ -169,7 +220,7 @@ func pathsOf(sp *backends.ServicePort, nodes []lab.Host, client string) []path {
 		if sp.InternalPolicyLocal {
 			internal = cat.Local
 		}
-		paths = append(paths, path{kind: "clusterIP", from: testbed.ProbePod(n.Name),
+		paths = append(paths, path{kind: "clusterIP", from: c.InternalFrom(n.Name),
 			target: netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port)), expected: internal, reject: !cat.HasAnyEndpoints})
 	}
 	external := func(n lab.Host) []backends.Endpoint {
@@ -182,18 +233,28 @@ func pathsOf(sp *backends.ServicePort, nodes []lab.Host, client string) []path {
 	hasAny := backends.CategorizeEndpoints(sp).HasAnyEndpoints
 	if sp.NodePort != 0 {
 		for _, n := range nodes {
-			paths = append(paths, path{kind: "nodePort", from: client, target: netip.AddrPortFrom(n.IP, uint16(sp.NodePort)),
-				expected: external(n), reject: !hasAny})
+			from, skip := c.ExternalFrom(n.Name)
+			paths = append(paths, path{kind: "nodePort", from: from, target: netip.AddrPortFrom(n.IP, uint16(sp.NodePort)),
+				expected: external(n), reject: !hasAny, skip: skip})
 		}
 	}
-	// Clients reach load-balancer and external IPs through node 0 (their route).
-	for _, ip := range sp.LoadBalancerIPs {
-		paths = append(paths, path{kind: "loadBalancer", from: client, target: netip.AddrPortFrom(ip, uint16(sp.Port)), expected: external(nodes[0]), reject: !hasAny})
+	ips := func(kind string, list []netip.Addr) error {
+		for _, ip := range list {
+			from, skip, err := c.ExternalIPFrom(ctx, ip)
+			if err != nil {
+				return err
+			}
+			paths = append(paths, path{kind: kind, from: from, target: netip.AddrPortFrom(ip, uint16(sp.Port)), expected: external(nodes[0]), reject: !hasAny, skip: skip})
+		}
+		return nil
 	}
-	for _, ip := range sp.ExternalIPs {
-		paths = append(paths, path{kind: "externalIP", from: client, target: netip.AddrPortFrom(ip, uint16(sp.Port)), expected: external(nodes[0]), reject: !hasAny})
+	if err := ips("loadBalancer", sp.LoadBalancerIPs); err != nil {
+		return nil, err
 	}
-	return paths
+	if err := ips("externalIP", sp.ExternalIPs); err != nil {
+		return nil, err
+	}
+	return paths, nil
 }
 
 // localize returns a copy of sp whose endpoints are marked local when they run on node.
@@ -206,7 +267,7 @@ func localize(sp *backends.ServicePort, node string) *backends.ServicePort {
 	return &c
 }
 
-func checkPath(ctx context.Context, tb *testbed.Testbed, o Options, sp *backends.ServicePort, p path, podByIP map[netip.Addr]string) Outcome {
+func checkPath(ctx context.Context, tb Cluster, o Options, sp *backends.ServicePort, p path, podByIP map[netip.Addr]string) Outcome {
 	out := Outcome{
 		Service: sp.Name.Namespace + "/" + sp.Name.Name, Port: portLabel(sp), Path: p.kind, From: p.from,
 		Target: p.target.String(), Protocol: string(sp.Protocol()), Counts: map[string]int{},
@@ -215,7 +276,11 @@ func checkPath(ctx context.Context, tb *testbed.Testbed, o Options, sp *backends
 		out.Verdict, out.Detail = Pass, "not checked: the lab's echo servers speak TCP and UDP only"
 		return out
 	}
-	pr, err := tb.Prober(p.from)
+	if p.skip != "" {
+		out.Verdict, out.Detail = NotChecked, p.skip
+		return out
+	}
+	pr, err := tb.Requester(p.from)
 	if err != nil {
 		out.Verdict, out.Detail = Fail, err.Error()
 		return out
@@ -242,6 +307,14 @@ func checkPath(ctx context.Context, tb *testbed.Testbed, o Options, sp *backends
 	var problems []string
 	if ok < n {
 		problems = append(problems, fmt.Sprintf("%d/%d failed (%s), first: %v", n-ok, n, tally.ClassSummary(), tally.FirstErr))
+	}
+	if o.ReachabilityOnly {
+		out.Counts = nil
+		out.Verdict, out.Detail = Pass, fmt.Sprintf("%d/%d ok (reachability only: the answers do not name their pod, endpoints and shares not checked)", ok, n)
+		if len(problems) > 0 {
+			out.Verdict, out.Detail = Fail, strings.Join(problems, "; ")
+		}
+		return out
 	}
 	if len(unexpected) > 0 {
 		problems = append(problems, fmt.Sprintf("answered by pods that are not expected endpoints: %s", strings.Join(unexpected, ", ")))
@@ -286,7 +359,7 @@ func checkPath(ctx context.Context, tb *testbed.Testbed, o Options, sp *backends
 
 // checkNoAnswer checks a path that must not reach any pod: refused when the service has
 // no endpoints at all, dropped (timeout) when a Local policy leaves this node none.
-func checkNoAnswer(ctx context.Context, pr *probe.Prober, target probe.Target, o Options, p path, out Outcome) Outcome {
+func checkNoAnswer(ctx context.Context, pr Requester, target probe.Target, o Options, p path, out Outcome) Outcome {
 	want, what := probe.Timeout, "dropped (Local policy, no local endpoints)"
 	if p.reject {
 		want, what = probe.Refused, "refused (no endpoints)"
@@ -320,4 +393,15 @@ func Failed(outs []Outcome) bool {
 		}
 	}
 	return false
+}
+
+// NotCheckedCount counts the paths that could not be checked.
+func NotCheckedCount(outs []Outcome) int {
+	n := 0
+	for _, o := range outs {
+		if o.Verdict == NotChecked {
+			n++
+		}
+	}
+	return n
 }

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"kpbench.dev/kpbench/kubetarget"
+	"kpbench.dev/kpbench/lab/manifest"
+	"kpbench.dev/kpbench/scenarios/check"
+)
+
+// kubeTarget holds the flags that point a command at a real cluster (--kubeconfig and
+// its companions).
+type kubeTarget struct {
+	kubeconfig, context, image string
+	keepImages, dryRun         bool
+	allowNotChecked            bool
+	maxObjects                 int
+	deleteTimeout              time.Duration
+}
+
+// addKubeconfigFlags registers the real-cluster flags on cmd. With --kubeconfig, root is
+// not needed (nothing is built on this machine): the command's PreRunE is skipped.
+func addKubeconfigFlags(cmd *cobra.Command) *kubeTarget {
+	k := &kubeTarget{}
+	f := cmd.Flags()
+	f.StringVar(&k.kubeconfig, "kubeconfig", "", "run against the cluster of this kubeconfig (only this file is read: never KUBECONFIG, ~/.kube/config or in-cluster credentials)")
+	f.StringVar(&k.context, "context", "", "the kubeconfig's context to use (default its current context)")
+	f.StringVar(&k.image, "image", kubetarget.AgnhostImage, "with --kubeconfig: the image that replaces the pods' containers (agnhost netexec's API)")
+	f.BoolVar(&k.keepImages, "keep-images", false, "with --kubeconfig: keep the manifests' images (only reachability is checked: the answers do not name their pod)")
+	f.BoolVar(&k.dryRun, "dry-run", false, "with --kubeconfig: list what would be created in the cluster and exit")
+	f.IntVar(&k.maxObjects, "max-objects", kubetarget.DefaultMaxObjects, "with --kubeconfig: refuse a run that would create more objects and pods than this")
+	f.BoolVar(&k.allowNotChecked, "allow-not-checked", false, "with --kubeconfig: paths that cannot be checked on the cluster do not fail the run")
+	f.DurationVar(&k.deleteTimeout, "delete-timeout", 2*time.Minute, "with --kubeconfig: how long to wait for the run's namespace to be gone at the end")
+	pre := cmd.PreRunE
+	cmd.PreRunE = func(c *cobra.Command, args []string) error {
+		if k.enabled() {
+			return k.validate()
+		}
+		for _, name := range []string{"context", "image", "keep-images", "dry-run", "max-objects", "allow-not-checked", "delete-timeout"} {
+			if c.Flags().Changed(name) {
+				return badInput("--%s needs --kubeconfig", name)
+			}
+		}
+		if pre != nil {
+			return pre(c, args)
+		}
+		return nil
+	}
+	return k
+}
+
+// enabled reports whether the command targets a real cluster.
+func (k *kubeTarget) enabled() bool { return k.kubeconfig != "" }
+
+func (k *kubeTarget) validate() error {
+	switch {
+	case k.maxObjects < 1:
+		return badInput("--max-objects %d: must be at least 1", k.maxObjects)
+	case k.image == "":
+		return badInput("--image: must not be empty")
+	case k.deleteTimeout <= 0:
+		return badInput("--delete-timeout %s: must be positive", k.deleteTimeout)
+	}
+	return nil
+}
+
+// notYet refuses a command that has no real-cluster path yet.
+func (k *kubeTarget) notYet(cmd *cobra.Command) error {
+	return badInput("%s --kubeconfig is not implemented yet (only check is; see docs/real-clusters.md)", cmd.Name())
+}
+
+// wrapTargetErr marks the target's refusals of the user's input as bad input.
+func wrapTargetErr(err error) error {
+	if errors.Is(err, kubetarget.ErrBadConfig) {
+		return usageError{err}
+	}
+	return err
+}
+
+// check runs `kpbench check FILE... --kubeconfig P`: the manifests are applied in a
+// namespace of the run's own on the cluster, checked from prober pods, and the namespace
+// is deleted at the end (also on failure and Ctrl-C).
+func (k *kubeTarget) check(cmd *cobra.Command, files []string, output string) (err error) {
+	if output != "table" && output != "json" {
+		return badInput("-o %q: allowed values are table, json", output)
+	}
+	for _, name := range []string{"backend", "nodes", "clients"} {
+		if cmd.Flags().Changed(name) {
+			return badInput("--%s is a lab flag: with --kubeconfig the cluster's own nodes and proxy are checked", name)
+		}
+	}
+	objs, err := manifest.ReadFiles(files...)
+	if err != nil {
+		return usageError{err}
+	}
+	client, _, err := kubetarget.Client(k.kubeconfig, k.context)
+	if err != nil {
+		return wrapTargetErr(err)
+	}
+	ctx := cmd.Context()
+	start := time.Now()
+	t, err := kubetarget.New(ctx, client, manifest.RuntimeObjects(objs), kubetarget.Options{
+		RunID: randomID(6), Image: k.image, KeepImages: k.keepImages, MaxObjects: k.maxObjects, Log: cmd.ErrOrStderr(),
+	})
+	if err != nil {
+		return wrapTargetErr(err)
+	}
+	if k.dryRun {
+		return t.Plan(cmd.OutOrStdout())
+	}
+	defer func() {
+		cerr := t.Close(context.WithoutCancel(ctx), k.deleteTimeout)
+		if cerr != nil {
+			cerr = fmt.Errorf("%w (remove it with: kpbench cluster cleanup --kubeconfig %s)", cerr, k.kubeconfig)
+		} else {
+			fmt.Fprintf(cmd.ErrOrStderr(), "namespace %s deleted\n", t.Namespace())
+		}
+		err = errors.Join(err, cerr)
+	}()
+	for _, n := range t.Notes() {
+		fmt.Fprintln(cmd.ErrOrStderr(), "change:", n)
+	}
+	if err := t.Start(ctx); err != nil {
+		err = fmt.Errorf("apply %s: %w", strings.Join(files, ", "), err)
+		if apierrors.IsInvalid(err) {
+			return usageError{err} // the manifests do not fit this cluster (a taken nodePort, say)
+		}
+		return err
+	}
+	outs, err := check.Run(ctx, t, check.Options{ReachabilityOnly: k.keepImages})
+	if err != nil {
+		return err
+	}
+	mode, why := t.ProxyMode(ctx)
+	target := fmt.Sprintf("cluster %s (%d nodes, proxy %s)", t.ServerVersion(), len(t.Nodes()), mode)
+	if mode == "" {
+		target = fmt.Sprintf("cluster %s (%d nodes, proxy mode unknown)", t.ServerVersion(), len(t.Nodes()))
+		fmt.Fprintln(cmd.ErrOrStderr(), "proxy mode:", why)
+	}
+	if output == "json" {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(struct {
+			Backend    string          `json:"backend"`
+			Server     string          `json:"serverVersion"`
+			Nodes      int             `json:"nodes"`
+			ProxyMode  string          `json:"proxyMode,omitempty"`
+			Kubeconfig string          `json:"kubeconfig"`
+			Namespace  string          `json:"namespace"`
+			Passed     bool            `json:"passed"`
+			Outcomes   []check.Outcome `json:"outcomes"`
+		}{target, t.ServerVersion(), len(t.Nodes()), mode, k.kubeconfig, t.Namespace(), !check.Failed(outs) && (k.allowNotChecked || check.NotCheckedCount(outs) == 0), outs}); err != nil {
+			return err
+		}
+	} else {
+		printOutcomes(cmd.OutOrStdout(), target, outs, time.Since(start))
+	}
+	if check.Failed(outs) {
+		return failedError{"check failed: some paths do not work (see the table)"}
+	}
+	if n := check.NotCheckedCount(outs); n > 0 && !k.allowNotChecked {
+		return failedError{fmt.Sprintf("check incomplete: %d paths could not be checked on this cluster (see the table; --allow-not-checked accepts that)", n)}
+	}
+	return nil
+}
+
+// newClusterCleanupCmd is `kpbench cluster cleanup --kubeconfig P`: it deletes the
+// namespaces that killed runs left in a cluster.
+func newClusterCleanupCmd() *cobra.Command {
+	var kubeconfig, kctx string
+	var force bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "cleanup --kubeconfig PATH [--context C] [--force]",
+		Short: "Delete the namespaces kpbench runs left in a cluster (labelled kpbench.dev/run)",
+		Long: `cleanup deletes every namespace labelled kpbench.dev/run in the cluster of the kubeconfig
+(what a killed check left), except those whose owner is a kpbench process still running on
+this machine (--force deletes them too), and waits until each is gone.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if kubeconfig == "" {
+				return badInput("--kubeconfig is required")
+			}
+			client, _, err := kubetarget.Client(kubeconfig, kctx)
+			if err != nil {
+				return wrapTargetErr(err)
+			}
+			res, err := kubetarget.Cleanup(cmd.Context(), client, force, timeout)
+			for _, k := range res.Kept {
+				fmt.Fprintln(cmd.OutOrStdout(), "kept", k)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed %d namespaces %v\n", len(res.Removed), res.Removed)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "the cluster's kubeconfig (only this file is read)")
+	cmd.Flags().StringVar(&kctx, "context", "", "the kubeconfig's context (default its current one)")
+	cmd.Flags().BoolVar(&force, "force", false, "also delete the namespaces of runs still alive on this machine")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for each namespace to be gone")
+	return cmd
+}
