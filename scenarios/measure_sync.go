@@ -34,6 +34,7 @@ func (syncMeasurement) Metrics() []reports.Metric {
 		info(measure.MeasureSyncGenerate, reports.UnitSeconds, "sync: building the rules"),
 		info(measure.MeasureSyncApply, reports.UnitSeconds, "sync: writing them to the kernel"),
 		info(measure.MeasureSyncApplyCPU, reports.UnitSeconds, "sync: the tool's CPU time"),
+		info(measure.MeasureSyncUnplannedFull, reports.UnitSeconds, "sync: full syncs where a partial one was timed"),
 		info(measure.MeasureSyncBytes, reports.UnitBytes, "sync: bytes written"),
 		info(measure.MeasureSyncRules, reports.UnitCount, "sync: rules written"),
 		info(measure.MeasureSyncChangedServices, reports.UnitCount, "sync: Services rewritten"),

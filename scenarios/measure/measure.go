@@ -88,6 +88,7 @@ func seconds(ds []time.Duration) []float64 {
 func Sync(ctx context.Context, ag Proxy, full bool, repeats int, change func(ctx context.Context, i int) error, extra map[string]string) ([]Measurement, error) {
 	var total, gen, apply, cpu []time.Duration
 	var bytes, rules, changed []float64
+	var unplanned []agent.SyncRecord
 	for i := range repeats {
 		var rec agent.SyncRecord
 		if full {
@@ -100,18 +101,12 @@ func Sync(ctx context.Context, ag Proxy, full bool, repeats int, change func(ctx
 			}
 			rec = r
 		} else {
-			before := len(ag.Records())
-			if err := change(ctx, i); err != nil {
+			r, skipped, err := partialSync(ctx, ag, i, change)
+			unplanned = append(unplanned, skipped...)
+			if err != nil {
 				return nil, err
 			}
-			recs := ag.Records()[before:]
-			if len(recs) == 0 {
-				return nil, fmt.Errorf("sync: the change made no sync")
-			}
-			rec = recs[0]
-			if rec.Err != nil {
-				return nil, rec.Err
-			}
+			rec = r
 		}
 		total = append(total, rec.Duration())
 		gen = append(gen, rec.Result.Generate+rec.View)
@@ -144,11 +139,61 @@ func Sync(ctx context.Context, ag Proxy, full bool, repeats int, change func(ctx
 	if len(cpu) == len(total) {
 		out = append(out, mk(MeasureSyncApplyCPU, "s", seconds(cpu)))
 	}
+	// Full syncs that came where a partial one was timed are kept apart, with their
+	// durations: a partial sample is always a partial sync (issue 22: before, the first
+	// sync after the change was taken, whatever its kind).
+	if len(unplanned) > 0 {
+		d := make([]time.Duration, len(unplanned))
+		for j, r := range unplanned {
+			d[j] = r.Duration()
+		}
+		out = append(out, mk(MeasureSyncUnplannedFull, "s", seconds(d)))
+	}
 	return append(out,
 		mk(MeasureSyncBytes, "bytes", bytes),
 		mk(MeasureSyncRules, "count", rules),
 		mk(MeasureSyncChangedServices, "count", changed),
 	), nil
+}
+
+// maxUnplannedFull bounds the full syncs a partial-sync sample may meet before the
+// measurement gives up: one is chance (a periodic resync, a lost canary), three in a row
+// mean the proxy cannot sync partially here.
+const maxUnplannedFull = 3
+
+// partialSync makes one change and returns the partial sync that programmed it. A full
+// sync that comes instead (the proxy's own decision: a failed state check, a periodic
+// resync, a failure before) is returned in skipped, never as the partial sample, and the
+// change is made again.
+func partialSync(ctx context.Context, ag Proxy, i int, change func(ctx context.Context, i int) error) (rec agent.SyncRecord, skipped []agent.SyncRecord, err error) {
+	for range maxUnplannedFull + 1 {
+		before := len(ag.Records())
+		if err := change(ctx, i); err != nil {
+			return rec, skipped, err
+		}
+		recs := ag.Records()[before:]
+		if len(recs) == 0 {
+			return rec, skipped, fmt.Errorf("sync: the change made no sync")
+		}
+		var full []agent.SyncRecord
+		for _, r := range recs {
+			if r.Err != nil {
+				return rec, skipped, r.Err
+			}
+			if !r.Result.Full {
+				return r, append(skipped, full...), nil
+			}
+			full = append(full, r)
+		}
+		skipped = append(skipped, full...)
+	}
+	why := "no cause recorded"
+	if last := skipped[len(skipped)-1]; last.StateLost != nil {
+		why = "state check failed: " + last.StateLost.Error()
+	} else if last.Periodic {
+		why = "periodic resync"
+	}
+	return rec, skipped, fmt.Errorf("sync: the proxy of %s did %d full syncs in a row where a partial one was timed (%s)", ag.Node(), len(skipped), why)
 }
 
 // Names of the figures Sync produces beside MeasureSync (the wall time).
@@ -162,6 +207,9 @@ const (
 	// MeasureSyncApplyCPU is the CPU time of the tool that wrote them (only backends that
 	// exec a tool measure it).
 	MeasureSyncApplyCPU = "sync-apply-cpu"
+	// MeasureSyncUnplannedFull is the wall time of the full syncs the proxy did where a
+	// partial one was timed (absent when there were none).
+	MeasureSyncUnplannedFull = "sync-unplanned-full"
 	// MeasureSyncBytes is the size of what a sync wrote.
 	MeasureSyncBytes = "sync-bytes"
 	// MeasureSyncRules is the number of rules a sync wrote.
