@@ -28,6 +28,10 @@ var ErrMachineLimit = errors.New("beyond this machine's limits")
 type SyncResult struct {
 	// Full is true when the whole ruleset was rewritten, false for a partial sync.
 	Full bool
+	// FullReason says why a full sync was full when the backend decided it itself (the
+	// kernel lost its rules, say); empty for the first sync, a forced one, one after a
+	// failure, and partial syncs.
+	FullReason string
 	// Generate is the wall time spent in our code building the rules; Apply the wall time
 	// of the kernel tool or netlink calls that wrote them.
 	Generate, Apply time.Duration

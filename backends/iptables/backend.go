@@ -163,7 +163,9 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 			b.synced.Failed()
 			return res, b.errorf("check canary: %w", err)
 		}
-		full = !ok
+		if !ok {
+			full, res.FullReason = true, "chain "+ChainCanary+" is gone from table mangle"
+		}
 	}
 	if b.installed == nil {
 		chains, err := b.listServiceChains(ctx)
@@ -239,14 +241,24 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 //
 // Equivalent to: `iptables -w -t mangle -S KUBE-PROXY-CANARY`.
 func (b *Backend) canaryExists(ctx context.Context) (bool, error) {
-	_, err := b.run(ctx, b.ipt, nil, "-w", "-t", "mangle", "-S", ChainCanary)
+	out, err := b.run(ctx, b.ipt, nil, "-w", "-t", "mangle", "-S", ChainCanary)
 	if err == nil {
 		return true, nil
 	}
-	if exitCode(err) == 1 {
+	if exitCode(err) == 1 && chainMissing(out.Stderr) {
 		return false, nil
 	}
 	return false, err
+}
+
+// chainMissing reports whether iptables's stderr says a listed chain does not exist:
+// legacy prints "No chain/target/match by that name", iptables-nft 1.8.9 the same or,
+// when the table itself is missing, "chain `X' in table `T' is incompatible". Exit
+// status 1 alone says only "an error": taking every exit 1 for a vanished canary would
+// turn any failed listing into a silent full sync.
+func chainMissing(stderr []byte) bool {
+	return bytes.Contains(stderr, []byte("No chain/target/match by that name")) ||
+		bytes.Contains(stderr, []byte("is incompatible"))
 }
 
 // listServiceChains returns the per-service nat chains in the kernel (leftovers of an earlier

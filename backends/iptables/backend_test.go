@@ -183,7 +183,7 @@ func TestSyncCanaryGoneAndForceFull(t *testing.T) {
 	canary := true
 	fx := &fakeExec{respond: func(cmd netns.Command) (execResult, error) {
 		if slices4(cmd.Args, "-S") && !canary {
-			return execResult{}, exitErr(1)
+			return execResult{Stderr: []byte("iptables: No chain/target/match by that name.\n")}, exitErr(1)
 		}
 		return execResult{}, nil
 	}}
@@ -195,6 +195,7 @@ func TestSyncCanaryGoneAndForceFull(t *testing.T) {
 	res, err := b.Sync(ctx, twoServices())
 	require.NoError(t, err)
 	assert.True(t, res.Full)
+	assert.Equal(t, "chain KUBE-PROXY-CANARY is gone from table mangle", res.FullReason)
 	canary = true
 	res, err = b.Sync(ctx, twoServices())
 	require.NoError(t, err)
@@ -203,6 +204,47 @@ func TestSyncCanaryGoneAndForceFull(t *testing.T) {
 	res, err = b.Sync(ctx, twoServices())
 	require.NoError(t, err)
 	assert.True(t, res.Full)
+	assert.Empty(t, res.FullReason, "a forced full sync is not the backend's own decision")
+}
+
+// TestSyncCanaryListingFails: exit status 1 is iptables's "some error"; only the stderr
+// of a missing chain (or table) makes the next sync full. Any other failure of the
+// listing is the sync's error, never a silent full rewrite (issue 22's 210 s "partial").
+func TestSyncCanaryListingFails(t *testing.T) {
+	tests := []struct {
+		stderr   string
+		wantFull bool
+		wantErr  bool
+	}{
+		{stderr: "iptables: No chain/target/match by that name.", wantFull: true},
+		{stderr: "iptables v1.8.9 (nf_tables): chain `KUBE-PROXY-CANARY' in table `mangle' is incompatible, use 'nft' tool.", wantFull: true},
+		{stderr: "iptables: Resource temporarily unavailable.", wantErr: true},
+		{stderr: "", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.stderr, func(t *testing.T) {
+			fail := false
+			fx := &fakeExec{respond: func(cmd netns.Command) (execResult, error) {
+				if slices4(cmd.Args, "-S") && fail {
+					return execResult{Stderr: []byte(tt.stderr)}, exitErr(1)
+				}
+				return execResult{}, nil
+			}}
+			b := newBackend(Options{NodeName: "n"}, fx, bt.NewConntrack())
+			ctx := context.Background()
+			_, err := b.Sync(ctx, twoServices())
+			require.NoError(t, err)
+			fail = true
+			res, err := b.Sync(ctx, twoServices())
+			if tt.wantErr {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "check canary")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantFull, res.Full)
+		})
+	}
 }
 
 func TestStaleUDPConntrack(t *testing.T) {

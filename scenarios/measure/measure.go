@@ -188,7 +188,9 @@ func partialSync(ctx context.Context, ag Proxy, i int, change func(ctx context.C
 		skipped = append(skipped, full...)
 	}
 	why := "no cause recorded"
-	if last := skipped[len(skipped)-1]; last.StateLost != nil {
+	if last := skipped[len(skipped)-1]; last.Result.FullReason != "" {
+		why = last.Result.FullReason
+	} else if last.StateLost != nil {
 		why = "state check failed: " + last.StateLost.Error()
 	} else if last.Periodic {
 		why = "periodic resync"
