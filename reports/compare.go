@@ -183,17 +183,21 @@ func Compare(oldRun, newRun *Results, opts CompareOptions) *Comparison {
 	newOrder, newBy := index(newRun)
 	c := &Comparison{Options: opts}
 	decl := func(cl mcell) Metric {
-		if d, ok := MetricOf(newRun.Metrics, cl.m); ok {
-			return d
+		d, ok := MetricOf(newRun.Metrics, cl.m)
+		if !ok {
+			d, ok = MetricOf(oldRun.Metrics, cl.m)
 		}
-		if d, ok := MetricOf(oldRun.Metrics, cl.m); ok {
+		if ok {
+			if l, lok := MetricOf(LegacyMetrics, cl.m); lok && d.Control == nil {
+				d.Control = l.Control // files declared before controls were
+			}
 			return d
 		}
 		if d, ok := MetricOf(LegacyMetrics, cl.m); ok {
 			return d
 		}
 		lower, directed := lowerIsBetter(cl.m.Unit)
-		d := Metric{Measurement: cl.m.Name, Unit: cl.m.Unit, Test: TestLocation}
+		d = Metric{Measurement: cl.m.Name, Unit: cl.m.Unit, Test: TestLocation}
 		if directed {
 			d.Better = map[bool]Better{true: LowerIsBetter, false: HigherIsBetter}[lower]
 		}

@@ -24,13 +24,15 @@ type ControlDrift struct {
 
 // DriftEstimate is what the controls of two runs say of the machine between them.
 //
-// A figure whose declaration names a Control (lookups) is normalised by its own
-// control's factor when that control moved significantly: NEW's samples are divided by
-// the factor (times; rates are multiplied) and judged again. A regression that the
+// A regression of a figure whose declaration names a Control (lookups) is judged again
+// with NEW's samples divided by its own control's factor (times; rates are multiplied),
+// when that control slowed significantly and by no more than MaxDrift. A regression the
 // normalised samples do not show is "drift" (explained, passes); one they still show
 // stays a regression. This assumes the machine slows every packet path in proportion,
 // a first-order model: the control and the measured path share the CPU, softirq and
-// scheduler the drift comes from.
+// scheduler the drift comes from. Only regressions are normalised, only by a slower
+// machine: a faster NEW machine is shown (DRIFT column), never used to turn a figure
+// into a regression, since a connect is not a multiple of the control's request.
 //
 // A gated figure without a control of its own (syncs, throughput, programming latency)
 // that regressed by no more than the worst significant control drift allows (new/old
@@ -59,7 +61,10 @@ func controlName(c mcell, d Metric) (string, bool) {
 		params = map[string]string{}
 	}
 	for k, v := range d.Control {
-		if _, ok := params[k]; ok {
+		switch _, ok := params[k]; {
+		case ok && v == "":
+			delete(params, k)
+		case ok:
 			params[k] = v
 		}
 	}
@@ -69,6 +74,11 @@ func controlName(c mcell, d Metric) (string, bool) {
 	}
 	return metricName(c.backend, &m), true
 }
+
+// MaxDrift is the largest control factor compare takes for machine drift. A control that
+// moved more (a third of its time, or three times it) measured a different machine or a
+// changed measurement, not a busier one: nothing is normalised by it.
+const MaxDrift = 2.0
 
 // EstimateDrift measures the drift of every control that a declaration of old's cells
 // names and both runs hold.
@@ -95,7 +105,7 @@ func EstimateDrift(oldRun, newRun *Results, decl func(mcell) Metric, alpha float
 				cd.P, cd.Significant = p, p < alpha
 			}
 		}
-		if cd.Significant && cd.Factor > e.Worst {
+		if cd.Significant && cd.Factor > e.Worst && cd.Factor <= MaxDrift {
 			e.Worst = cd.Factor
 		}
 		e.byName[name] = cd
@@ -116,7 +126,7 @@ func (e DriftEstimate) apply(d *Delta, oc, nc mcell, opts CompareOptions, pool p
 			return
 		}
 		d.Drift = cd.Factor
-		if d.Verdict != VerdictRegression && d.Verdict != VerdictBetter {
+		if d.Verdict != VerdictRegression || cd.Factor <= 1 || cd.Factor > MaxDrift {
 			return
 		}
 		norm := make([]float64, len(nc.m.Samples))
@@ -134,13 +144,12 @@ func (e DriftEstimate) apply(d *Delta, oc, nc mcell, opts CompareOptions, pool p
 			nd.Change = (ns.P50 - nd.Old.P50) / math.Abs(nd.Old.P50)
 		}
 		judgeLocation(&nd, oc.m.Samples, norm, opts, pool)
-		switch {
-		case nd.Verdict == d.Verdict && d.Verdict == VerdictRegression:
+		if nd.Verdict == VerdictRegression {
 			d.Why += fmt.Sprintf("; still %+.1f%% after normalising by the machine drift ×%.2f of %s", 100*nd.Change, cd.Factor, name)
-		case nd.Verdict != d.Verdict:
-			d.Verdict = VerdictDrift
-			d.Why = fmt.Sprintf("the machine drift ×%.2f of %s explains it: normalised change %+.1f%%", cd.Factor, name, 100*nd.Change)
+			return
 		}
+		d.Verdict = VerdictDrift
+		d.Why = fmt.Sprintf("%+.1f%%, but the machine drift ×%.2f of %s explains it: normalised change %+.1f%%", 100*d.Change, cd.Factor, name, 100*nd.Change)
 		return
 	}
 	if d.Verdict != VerdictRegression || e.Worst <= 1 {
@@ -178,6 +187,6 @@ func (e DriftEstimate) summary() string {
 			sig++
 		}
 	}
-	return fmt.Sprintf("machine drift: %d control(s) moved ×%.2f..×%.2f NEW/OLD, %d significantly; figures with a control are normalised by it, gated figures without one that changed within ×%.2f(1+threshold) are \"DRIFT?\"",
-		len(e.Controls), lo, hi, sig, e.Worst)
+	return fmt.Sprintf("machine drift: %d control(s) moved ×%.2f..×%.2f NEW/OLD, %d significantly; regressions of figures with a control are normalised by a control that slowed by up to ×%g, gated figures without one that changed within ×%.2f(1+threshold) are \"DRIFT?\"",
+		len(e.Controls), lo, hi, sig, MaxDrift, e.Worst)
 }

@@ -61,7 +61,8 @@ type Metric struct {
 	Statistics []string `json:"statistics,omitempty"`
 	// Control, when set, names the measurement that ran beside this one to measure the
 	// machine itself (the established-connection control beside a lookup): the Params
-	// of this measurement with Control's keys and values replacing theirs. compare
+	// of this measurement with Control's keys and values replacing theirs (an empty
+	// value removes the key). compare
 	// normalises by the drift of the control between two runs (see EstimateDrift).
 	Control map[string]string `json:"control,omitempty"`
 }
