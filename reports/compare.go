@@ -1,13 +1,17 @@
 package reports
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"gonum.org/v1/gonum/stat/distuv"
 
 	"kpbench.dev/kpbench/reports/stats"
 )
@@ -17,15 +21,25 @@ type CompareOptions struct {
 	// Threshold is the relative change (0.10 for 10%) a metric must exceed, in the worse
 	// direction, to count as a regression. Zero means any significant change counts.
 	Threshold float64
-	// Alpha is the significance level of the Mann-Whitney U test; 0 means 0.05.
+	// Alpha is the significance level of every test (before the Holm correction of the
+	// distributions); 0 means 0.05.
 	Alpha float64
-	// MinSamples is the number of samples each side needs before a difference can be
-	// called significant; 0 means 4. Below it the verdict is "~" (unknown).
+	// FitAlpha is the family-wise significance level of the distribution fits, Holm-
+	// corrected over the distributions judged; 0 means 0.001. It is stricter than Alpha
+	// because the selection bugs it is for (a 1/n where 1/(n-i) belongs) give p-values
+	// far below it with 1,000 connections, while at 0.05 a same-vs-same pair of fair
+	// distributions fails one time in twenty.
+	FitAlpha float64
+	// MinSamples is the number of samples each side needs for the rank test (Mann-Whitney
+	// U); 0 means 4. Below it the small-sample rules apply (see Compare).
 	MinSamples int
 	// AllowMissing lets metrics present in OLD but absent from NEW pass. By default they
 	// fail the comparison: a benchmark that silently stopped running is a regression of
 	// the bench.
 	AllowMissing bool
+	// AllowUnjudged lets gated metrics that compare cannot judge pass (too few samples,
+	// a side without a figure, drift it cannot explain). By default they fail.
+	AllowUnjudged bool
 }
 
 // Verdict is the outcome of one metric's comparison.
@@ -33,18 +47,35 @@ type Verdict string
 
 // Verdicts.
 const (
-	// VerdictSame means no significant difference (or not enough samples to tell): "~".
+	// VerdictSame means no significant difference: "~".
 	VerdictSame Verdict = "~"
 	// VerdictBetter is a significant change in the good direction.
 	VerdictBetter Verdict = "better"
-	// VerdictWorse is a significant change in the bad direction, within the threshold.
+	// VerdictWorse is a significant change in the bad direction within the threshold,
+	// or beyond it on a metric that is not gated.
 	VerdictWorse Verdict = "worse"
 	// VerdictRegression is a significant change in the bad direction beyond the
-	// threshold: it fails the comparison.
+	// threshold of a gated metric, a fit that became a misfit, or a changed exact figure
+	// in the worse direction: it fails the comparison.
 	VerdictRegression Verdict = "REGRESSION"
-	// VerdictChanged is a significant change of a unit without a good direction (counts,
-	// bytes): reported, never a failure.
+	// VerdictDifferent is a changed exact figure of a gated metric in the good direction
+	// (fewer rules): it fails too, because an exact figure must not move unnoticed;
+	// accept it by taking NEW as the baseline.
+	VerdictDifferent Verdict = "DIFFERENT"
+	// VerdictChanged is a significant change of a figure without a good direction:
+	// reported, never a failure.
 	VerdictChanged Verdict = "changed"
+	// VerdictDrift is a change that the machine drift measured beside the figure (its
+	// control) explains: the normalised change is not a regression. Passes.
+	VerdictDrift Verdict = "drift"
+	// VerdictUnexplainedDrift is a change beyond the threshold of a gated figure that
+	// has no control of its own, in a comparison whose controls show the machine
+	// drifted by as much: compare cannot tell code from machine. Fails unless
+	// AllowUnjudged.
+	VerdictUnexplainedDrift Verdict = "DRIFT?"
+	// VerdictUnjudged is a gated figure compare cannot judge: too few samples for any
+	// of its rules, or a side without a figure. Fails unless AllowUnjudged.
+	VerdictUnjudged Verdict = "CANNOT JUDGE"
 	// VerdictMissing is a metric in OLD that NEW lacks.
 	VerdictMissing Verdict = "missing"
 	// VerdictNew is a metric only NEW has.
@@ -57,13 +88,22 @@ type Delta struct {
 	Metric string
 	// Unit is the metric's unit.
 	Unit string
+	// Decl is the metric's declaration (NEW's, else OLD's, else LegacyMetrics').
+	Decl Metric
 	// Old and New are the summaries (nil when the side lacks the metric).
 	Old, New *stats.Summary
 	// Change is (new - old) / old of the medians (0 when a side is missing or old is 0).
 	Change float64
-	// P is the Mann-Whitney two-sided p-value, NaN when not computed (too few samples,
-	// or a side missing).
+	// P is the p-value of the test that decided (NaN when none ran). Test names it.
 	P float64
+	// Test names the rule that decided: "mann-whitney", "pooled-t", "separation",
+	// "exact", "chi-square/holm"; empty when none applied.
+	Test string
+	// Drift is the machine drift factor of this mcell's control (new/old medians of the
+	// control), 1 when it has none or the control did not move significantly.
+	Drift float64
+	// Why says, for verdicts that fail or that compare could not reach, the reason.
+	Why string
 	// Verdict is the outcome.
 	Verdict Verdict
 }
@@ -74,17 +114,61 @@ type Comparison struct {
 	Options CompareOptions
 	// Deltas has one entry per metric, in OLD's order, then metrics only NEW has.
 	Deltas []Delta
+	// Drift is the machine drift between the runs that the controls measured.
+	Drift DriftEstimate
 	// Notes are warnings that do not change the verdict, such as a backend whose run
 	// labels (its options) differ between the runs.
 	Notes []string
 }
 
-// Compare matches every metric of old with new (by measurement name, backend and params),
-// and judges each with the Mann-Whitney U test on the raw samples (alpha 0.05; fewer than
-// 4 samples on a side cannot be significant) and the threshold on the change of medians.
-// For time (unit "s") larger is worse; for rates ("1/s") smaller is worse; counts and bytes
-// are reported but never fail. Distributions are skipped: their samples are per-endpoint
-// counts, not repeated measurements.
+// mcell is one metric of one run.
+type mcell struct {
+	name    string
+	backend string
+	m       *Measurement
+}
+
+// index lists r's metrics in file order and by name; the first of duplicates wins, as
+// in the reports.
+func index(r *Results) ([]mcell, map[string]mcell) {
+	var order []mcell
+	by := map[string]mcell{}
+	for _, p := range points(r) {
+		name := metricName(p.backend, p.m)
+		if _, dup := by[name]; dup {
+			continue
+		}
+		c := mcell{name, p.backend, p.m}
+		by[name] = c
+		order = append(order, c)
+	}
+	return order, by
+}
+
+// Compare matches every metric of old with new (by measurement name, backend and params)
+// and judges each by its declaration (Results.Metrics; LegacyMetrics for files written
+// before runs recorded them):
+//
+//   - location tests (times, rates): with at least MinSamples (4) a side and the
+//     declared minimum, the two-sided Mann-Whitney U test on the raw samples at Alpha,
+//     and the change of the median beyond Threshold; for declarations that list "p99",
+//     also the tail: the p99 beyond Threshold and significantly more NEW samples above
+//     OLD's p99 than OLD has (Fisher's exact test). With fewer samples, the pooled rule:
+//     a t-test on log samples with the variance pooled over the cells of the same
+//     declaration and backend in both runs (relative noise is taken alike across sizes),
+//     when that pool has 3 degrees of freedom or more (and "cannot judge" when the pooled
+//     noise is so large that even a 2x change would not be significant); else, with 2
+//     or more a side, the
+//     separation rule: every NEW sample worse than every OLD sample by more than the
+//     threshold. One sample a side and nothing to pool with: cannot judge.
+//   - exact tests (rule counts): any change of the median fails.
+//   - fit tests (distributions): a fit in OLD that is a misfit in NEW, each side's
+//     chi-square p-values corrected for the number of distributions judged with Holm's
+//     step-down method (which controls the family-wise error at FitAlpha, 0.001).
+//
+// Gated metrics fail the comparison when they regress, and when they cannot be judged
+// unless AllowUnjudged. Metrics that are not gated are shown and never fail. Drift: see
+// EstimateDrift.
 func Compare(oldRun, newRun *Results, opts CompareOptions) *Comparison {
 	if opts.Alpha == 0 {
 		opts.Alpha = 0.05
@@ -92,54 +176,90 @@ func Compare(oldRun, newRun *Results, opts CompareOptions) *Comparison {
 	if opts.MinSamples == 0 {
 		opts.MinSamples = 4
 	}
-	type entry struct {
-		name string
-		m    *Measurement
+	if opts.FitAlpha == 0 {
+		opts.FitAlpha = 0.001
 	}
-	index := func(r *Results) ([]entry, map[string]*Measurement) {
-		var order []entry
-		byName := map[string]*Measurement{}
-		for _, p := range points(r) {
-			if p.m.Name == MeasureDistribution {
-				continue
-			}
-			name := metricName(p.backend, p.m)
-			if _, dup := byName[name]; dup {
-				continue // the first of duplicate points wins, as in the reports
-			}
-			byName[name] = p.m
-			order = append(order, entry{name, p.m})
-		}
-		return order, byName
-	}
-	oldOrder, _ := index(oldRun)
+	oldOrder, oldBy := index(oldRun)
 	newOrder, newBy := index(newRun)
 	c := &Comparison{Options: opts}
+	decl := func(cl mcell) Metric {
+		d, ok := MetricOf(newRun.Metrics, cl.m)
+		if !ok {
+			d, ok = MetricOf(oldRun.Metrics, cl.m)
+		}
+		if ok {
+			if l, lok := MetricOf(LegacyMetrics, cl.m); lok && d.Control == nil {
+				d.Control = l.Control // files declared before controls were
+			}
+			return d
+		}
+		if d, ok := MetricOf(LegacyMetrics, cl.m); ok {
+			return d
+		}
+		lower, directed := lowerIsBetter(cl.m.Unit)
+		d = Metric{Measurement: cl.m.Name, Unit: cl.m.Unit, Test: TestLocation}
+		if directed {
+			d.Better = map[bool]Better{true: LowerIsBetter, false: HigherIsBetter}[lower]
+		}
+		return d
+	}
+	c.Drift = EstimateDrift(oldRun, newRun, decl, opts.Alpha)
+	pool := newPooledNoise(oldOrder, newOrder, decl)
+	var fits []int
 	seen := map[string]bool{}
-	for _, e := range oldOrder {
-		seen[e.name] = true
-		oldSum := e.m.Summary
-		d := Delta{Metric: e.name, Unit: e.m.Unit, Old: &oldSum, P: math.NaN()}
-		nm, ok := newBy[e.name]
+	for _, oc := range oldOrder {
+		seen[oc.name] = true
+		d := Delta{Metric: oc.name, Unit: oc.m.Unit, Decl: decl(oc), P: math.NaN(), Drift: 1}
+		oldSum := oc.m.Summary
+		d.Old = &oldSum
+		nc, ok := newBy[oc.name]
 		if !ok {
 			d.Verdict = VerdictMissing
 			c.Deltas = append(c.Deltas, d)
 			continue
 		}
-		ns := nm.Summary
-		d.New = &ns
-		judge(&d, e.m.Samples, nm.Samples, opts)
+		newSum := nc.m.Summary
+		d.New = &newSum
+		if d.Old.P50 != 0 {
+			d.Change = (d.New.P50 - d.Old.P50) / math.Abs(d.Old.P50)
+		}
+		switch {
+		case d.Decl.Test == TestFit:
+			fits = append(fits, len(c.Deltas))
+		case !oc.m.Measured() || !nc.m.Measured():
+			d.Verdict = VerdictSame
+			if d.Decl.Gated {
+				d.Verdict, d.Why = VerdictUnjudged, "no figure on "+unmeasuredSide(oc.m, nc.m)
+			}
+		case d.Decl.Test == TestExact:
+			judgeExact(&d)
+		default:
+			judgeLocation(&d, oc.m.Samples, nc.m.Samples, opts, pool.of(d.Decl, oc.backend))
+			c.Drift.apply(&d, oc, nc, opts, pool.of(d.Decl, oc.backend))
+		}
 		c.Deltas = append(c.Deltas, d)
 	}
+	judgeFits(c.Deltas, fits, oldBy, newBy, opts.FitAlpha)
 	for _, e := range newOrder {
 		if seen[e.name] {
 			continue
 		}
 		ns := e.m.Summary
-		c.Deltas = append(c.Deltas, Delta{Metric: e.name, Unit: e.m.Unit, New: &ns, P: math.NaN(), Verdict: VerdictNew})
+		c.Deltas = append(c.Deltas, Delta{Metric: e.name, Unit: e.m.Unit, Decl: decl(e), New: &ns, P: math.NaN(), Drift: 1, Verdict: VerdictNew})
 	}
 	c.Notes = labelNotes(oldRun, newRun)
 	return c
+}
+
+// unmeasuredSide names the side(s) whose measurement holds no figure.
+func unmeasuredSide(o, n *Measurement) string {
+	switch {
+	case !o.Measured() && !n.Measured():
+		return "either side"
+	case !o.Measured():
+		return "OLD"
+	}
+	return "NEW"
 }
 
 // labelNotes names the backends run in both whose run labels differ: their metrics are
@@ -164,37 +284,186 @@ func labelNotes(oldRun, newRun *Results) []string {
 	return notes
 }
 
-// judge fills Change, P and Verdict of a metric both runs have.
-func judge(d *Delta, oldSamples, newSamples []float64, opts CompareOptions) {
+// direction returns whether lower is better for d, and whether it has a direction.
+func direction(d *Delta) (lower, directed bool) {
+	switch d.Decl.Better {
+	case LowerIsBetter:
+		return true, true
+	case HigherIsBetter:
+		return false, true
+	}
+	if d.Decl.Test == TestExact || d.Decl.Test == TestFit {
+		return false, false
+	}
+	return lowerIsBetter(d.Unit)
+}
+
+// judgeExact judges a deterministic figure: any change of the median.
+func judgeExact(d *Delta) {
+	d.Test = "exact"
 	d.Verdict = VerdictSame
-	if d.Old.P50 != 0 {
-		d.Change = (d.New.P50 - d.Old.P50) / math.Abs(d.Old.P50)
-	}
-	if len(oldSamples) < opts.MinSamples || len(newSamples) < opts.MinSamples {
+	if d.New.P50 == d.Old.P50 {
 		return
 	}
-	_, p, err := stats.MannWhitneyU(oldSamples, newSamples)
-	if err != nil {
+	lower, directed := direction(d)
+	worse := !directed || (d.New.P50 > d.Old.P50) == lower
+	switch {
+	case !d.Decl.Gated && directed && !worse:
+		d.Verdict = VerdictBetter
+	case !d.Decl.Gated:
+		d.Verdict = VerdictChanged
+	case worse:
+		d.Verdict = VerdictRegression
+		d.Why = fmt.Sprintf("exact figure changed from %s to %s", sig3(d.Old.P50), sig3(d.New.P50))
+	default:
+		d.Verdict = VerdictDifferent
+		d.Why = fmt.Sprintf("exact figure changed from %s to %s (take NEW as the baseline if intended)", sig3(d.Old.P50), sig3(d.New.P50))
+	}
+}
+
+// judgeLocation fills P, Test and Verdict of a location metric both runs measured.
+func judgeLocation(d *Delta, oldS, newS []float64, opts CompareOptions, pool pooled) {
+	d.Verdict = VerdictSame
+	lower, directed := direction(d)
+	minN := max(opts.MinSamples, d.Decl.MinSamples)
+	// significant is +1 (NEW larger), -1 (NEW smaller) or 0 (not shown).
+	significant := 0
+	switch {
+	case len(oldS) >= minN && len(newS) >= minN:
+		_, p, err := stats.MannWhitneyU(oldS, newS)
+		if err != nil {
+			d.Verdict, d.Why = VerdictUnjudged, err.Error()
+			return
+		}
+		d.P, d.Test = p, "mann-whitney"
+		if p < opts.Alpha && d.Change != 0 {
+			significant = sign(d.Change)
+		}
+	case len(oldS) >= opts.MinSamples && len(newS) >= opts.MinSamples && !d.Decl.Gated:
+		// Not gated: the rank test alone, below the declared minimum.
+		if _, p, err := stats.MannWhitneyU(oldS, newS); err == nil {
+			d.P, d.Test = p, "mann-whitney"
+			if p < opts.Alpha && d.Change != 0 {
+				significant = sign(d.Change)
+			}
+		}
+	case pool.df >= minPooledDF && allPositive(oldS) && allPositive(newS):
+		p, diff, mde := pool.test(oldS, newS, opts.Alpha)
+		d.P, d.Test = p, "pooled-t"
+		if p < opts.Alpha && diff != 0 {
+			significant = sign(diff)
+		} else if mde > math.Log(2) && d.Decl.Gated {
+			d.Verdict = VerdictUnjudged
+			d.Why = fmt.Sprintf("%d and %d samples with a pooled noise of ±%.0f%% (log-sd over %d df): even a 2x change would not be significant", len(oldS), len(newS), 100*(math.Exp(math.Sqrt(pool.variance))-1), pool.df)
+			return
+		}
+	case len(oldS) >= 2 && len(newS) >= 2:
+		d.Test = "separation"
+		significant = separated(oldS, newS, opts.Threshold)
+	default:
+		if d.Decl.Gated {
+			d.Verdict = VerdictUnjudged
+			d.Why = fmt.Sprintf("%d and %d samples: too few for any rule (declared minimum %d a side)", len(oldS), len(newS), minN)
+		}
 		return
 	}
-	d.P = p
-	if p >= opts.Alpha || d.Change == 0 {
+	if significant == 0 {
+		d.Verdict = judgeTail(d, oldS, newS, opts, lower, directed)
 		return
 	}
-	lower, directed := lowerIsBetter(d.Unit)
 	if !directed {
 		d.Verdict = VerdictChanged
 		return
 	}
-	worse := d.Change > 0 == lower
+	worse := (significant > 0) == lower
 	switch {
 	case !worse:
 		d.Verdict = VerdictBetter
-	case math.Abs(d.Change) > opts.Threshold:
+	case math.Abs(d.Change) > opts.Threshold && d.Decl.Gated:
 		d.Verdict = VerdictRegression
+		d.Why = fmt.Sprintf("median %+.1f%% (%s)", 100*d.Change, d.Test)
 	default:
 		d.Verdict = VerdictWorse
 	}
+}
+
+// judgeTail judges the p99 of declarations that gate it, when the median did not move:
+// the p99 beyond the threshold in the worse direction and significantly more NEW samples
+// beyond OLD's p99 than OLD has (one-sided Fisher exact test). It needs 50 samples a
+// side, where a p99 means something.
+func judgeTail(d *Delta, oldS, newS []float64, opts CompareOptions, lower, directed bool) Verdict {
+	if !directed || !d.Decl.Gated || !slices.Contains(d.Decl.Statistics, "p99") || len(oldS) < 50 || len(newS) < 50 || d.Old.P99 == 0 {
+		return VerdictSame
+	}
+	change := (d.New.P99 - d.Old.P99) / math.Abs(d.Old.P99)
+	if (change > 0) != lower || math.Abs(change) <= opts.Threshold {
+		return VerdictSame
+	}
+	beyond := func(s []float64) int {
+		n := 0
+		for _, v := range s {
+			if (lower && v > d.Old.P99) || (!lower && v < d.Old.P99) {
+				n++
+			}
+		}
+		return n
+	}
+	p := fisherGreater(beyond(newS), len(newS), beyond(oldS), len(oldS))
+	if p >= opts.Alpha {
+		return VerdictSame
+	}
+	d.P, d.Test = p, "p99/fisher"
+	d.Why = fmt.Sprintf("p99 %+.1f%% with the median unchanged", 100*change)
+	return VerdictRegression
+}
+
+// fisherGreater is the one-sided p-value of Fisher's exact test that the rate a/n exceeds
+// b/m: the hypergeometric probability of a or more of the a+b successes falling in n.
+func fisherGreater(a, n, b, m int) float64 {
+	k, total := a+b, n+m
+	lchoose := func(n, k int) float64 {
+		x, _ := math.Lgamma(float64(n + 1))
+		y, _ := math.Lgamma(float64(k + 1))
+		z, _ := math.Lgamma(float64(n - k + 1))
+		return x - y - z
+	}
+	p := 0.0
+	for i := a; i <= min(k, n); i++ {
+		if k-i > m {
+			continue
+		}
+		p += math.Exp(lchoose(n, i) + lchoose(m, k-i) - lchoose(total, k))
+	}
+	return min(p, 1)
+}
+
+// separated is +1 when every NEW sample exceeds every OLD sample by more than threshold
+// (relative to OLD's largest), -1 when every NEW sample is below every OLD sample by more
+// than threshold, else 0.
+func separated(oldS, newS []float64, threshold float64) int {
+	oMin, oMax := slices.Min(oldS), slices.Max(oldS)
+	nMin, nMax := slices.Min(newS), slices.Max(newS)
+	switch {
+	case nMin > oMax && nMin-oMax > threshold*math.Abs(oMax):
+		return 1
+	case nMax < oMin && oMin-nMax > threshold*math.Abs(oMin):
+		return -1
+	}
+	return 0
+}
+
+func sign(v float64) int {
+	switch {
+	case v > 0:
+		return 1
+	case v < 0:
+		return -1
+	}
+	return 0
+}
+
+func allPositive(s []float64) bool {
+	return !slices.ContainsFunc(s, func(v float64) bool { return v <= 0 })
 }
 
 // metricName identifies a metric across runs: name/backend=B/params in order.
@@ -206,14 +475,21 @@ func metricName(backend string, m *Measurement) string {
 	return name
 }
 
-// Regressions returns the metrics that regressed beyond the threshold.
+// Regressions returns the metrics that regressed beyond the threshold, and the exact
+// figures that changed.
 func (c *Comparison) Regressions() []Delta {
-	return c.filter(VerdictRegression)
+	return append(c.filter(VerdictRegression), c.filter(VerdictDifferent)...)
 }
 
 // Missing returns the metrics OLD has and NEW lacks.
 func (c *Comparison) Missing() []Delta {
 	return c.filter(VerdictMissing)
+}
+
+// Unjudged returns the gated metrics compare could not judge, drift it cannot explain
+// included.
+func (c *Comparison) Unjudged() []Delta {
+	return append(c.filter(VerdictUnjudged), c.filter(VerdictUnexplainedDrift)...)
 }
 
 func (c *Comparison) filter(v Verdict) []Delta {
@@ -226,27 +502,35 @@ func (c *Comparison) filter(v Verdict) []Delta {
 	return out
 }
 
-// Err is nil when the comparison passes, else an error naming what failed: regressions
-// beyond the threshold, and missing metrics unless AllowMissing.
+// listDeltas names up to five deltas with their reason.
+func listDeltas(ds []Delta) string {
+	var names []string
+	for i, d := range ds {
+		if i == 5 {
+			names = append(names, fmt.Sprintf("and %d more", len(ds)-i))
+			break
+		}
+		s := d.Metric
+		if d.Why != "" {
+			s += " (" + d.Why + ")"
+		}
+		names = append(names, s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Err is nil when the comparison passes, else an error naming what failed: regressions,
+// missing metrics unless AllowMissing, unjudged gated metrics unless AllowUnjudged.
 func (c *Comparison) Err() error {
 	var msgs []string
 	if r := c.Regressions(); len(r) > 0 {
-		names := make([]string, len(r))
-		for i, d := range r {
-			names[i] = fmt.Sprintf("%s (%+.1f%%, p=%.3g)", d.Metric, 100*d.Change, d.P)
-		}
-		msgs = append(msgs, fmt.Sprintf("%d metric(s) regressed beyond %s: %s", len(r), FormatThreshold(c.Options.Threshold), strings.Join(names, ", ")))
+		msgs = append(msgs, fmt.Sprintf("%d metric(s) regressed beyond %s: %s", len(r), FormatThreshold(c.Options.Threshold), listDeltas(r)))
 	}
 	if m := c.Missing(); len(m) > 0 && !c.Options.AllowMissing {
-		var names []string
-		for i, d := range m {
-			if i == 5 {
-				names = append(names, fmt.Sprintf("and %d more", len(m)-i))
-				break
-			}
-			names = append(names, d.Metric)
-		}
-		msgs = append(msgs, fmt.Sprintf("%d metric(s) of OLD missing from NEW (pass --allow-missing to accept): %s", len(m), strings.Join(names, ", ")))
+		msgs = append(msgs, fmt.Sprintf("%d metric(s) of OLD missing from NEW (pass --allow-missing to accept): %s", len(m), listDeltas(m)))
+	}
+	if u := c.Unjudged(); len(u) > 0 && !c.Options.AllowUnjudged {
+		msgs = append(msgs, fmt.Sprintf("%d gated metric(s) cannot be judged (pass --allow-unjudged to accept): %s", len(u), listDeltas(u)))
 	}
 	if len(msgs) == 0 {
 		return nil
@@ -254,28 +538,35 @@ func (c *Comparison) Err() error {
 	return fmt.Errorf("compare: %s", strings.Join(msgs, "; "))
 }
 
-// Write prints the comparison as a table: metric, old and new medians, change, p-value
-// and verdict, then a one-line conclusion.
+// Write prints the comparison as a table: metric, old and new medians with their p99
+// and max, change, p-value (and the rule that gave it), drift factor and verdict, then
+// the reasons of failing verdicts and a one-line conclusion.
 func (c *Comparison) Write(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "METRIC\tOLD\tNEW\tDELTA\tP\tVERDICT")
+	fmt.Fprintln(tw, "METRIC\tOLD p50 ±ci n\tNEW p50 ±ci n\tDELTA\tOLD p99/max\tNEW p99/max\tP (test)\tDRIFT\tVERDICT")
 	for _, d := range c.Deltas {
-		oldCol, newCol, delta, p := "-", "-", "", ""
+		oldCol, newCol, delta, oldTail, newTail, p, drift := "—", "—", "", "—", "—", "", ""
 		if d.Old != nil {
 			oldCol = fmt.Sprintf("%s ±%s n=%d", formatValue(d.Old.P50, d.Unit), spread(d.Old), d.Old.N)
+			oldTail = formatValue(d.Old.P99, d.Unit) + "/" + formatValue(d.Old.Max, d.Unit)
 		}
 		if d.New != nil {
 			newCol = fmt.Sprintf("%s ±%s n=%d", formatValue(d.New.P50, d.Unit), spread(d.New), d.New.N)
+			newTail = formatValue(d.New.P99, d.Unit) + "/" + formatValue(d.New.Max, d.Unit)
 		}
 		if d.Old != nil && d.New != nil {
 			delta = fmt.Sprintf("%+.1f%%", 100*d.Change)
 		}
-		if !math.IsNaN(d.P) {
-			p = fmt.Sprintf("%.3g", d.P)
-		} else if d.Old != nil && d.New != nil {
-			p = fmt.Sprintf("n<%d", c.Options.MinSamples)
+		switch {
+		case !math.IsNaN(d.P):
+			p = fmt.Sprintf("%.3g (%s)", d.P, d.Test)
+		case d.Test != "":
+			p = "(" + d.Test + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Metric, oldCol, newCol, delta, p, d.Verdict)
+		if d.Drift != 1 && d.Drift != 0 {
+			drift = fmt.Sprintf("×%.2f", d.Drift)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Metric, oldCol, newCol, delta, oldTail, newTail, p, drift, d.Verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("compare: %w", err)
@@ -283,9 +574,12 @@ func (c *Comparison) Write(w io.Writer) error {
 	counts := map[Verdict]int{}
 	for _, d := range c.Deltas {
 		counts[d.Verdict]++
+		if d.Why != "" && d.Verdict != VerdictSame {
+			fmt.Fprintf(w, "%s: %s: %s\n", d.Verdict, d.Metric, d.Why)
+		}
 	}
 	var parts []string
-	for _, v := range []Verdict{VerdictRegression, VerdictWorse, VerdictBetter, VerdictChanged, VerdictSame, VerdictMissing, VerdictNew} {
+	for _, v := range []Verdict{VerdictRegression, VerdictDifferent, VerdictUnjudged, VerdictUnexplainedDrift, VerdictWorse, VerdictDrift, VerdictBetter, VerdictChanged, VerdictSame, VerdictMissing, VerdictNew} {
 		if counts[v] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[v], v))
 		}
@@ -293,11 +587,13 @@ func (c *Comparison) Write(w io.Writer) error {
 	for _, n := range c.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
+	fmt.Fprintf(w, "%s\n", c.Drift.summary())
 	verdict := "PASS"
 	if c.Err() != nil {
 		verdict = "FAIL"
 	}
-	_, err := fmt.Fprintf(w, "\n%s: %s (threshold %s, alpha %g, Mann-Whitney U on raw samples)\n", verdict, strings.Join(parts, ", "), FormatThreshold(c.Options.Threshold), c.Options.Alpha)
+	_, err := fmt.Fprintf(w, "\n%s: %s (threshold %s, alpha %g; Mann-Whitney U with >= %d samples a side, pooled log-t or separation below; distributions Holm-corrected at %g)\n",
+		verdict, strings.Join(parts, ", "), FormatThreshold(c.Options.Threshold), c.Options.Alpha, c.Options.MinSamples, c.Options.FitAlpha)
 	return err
 }
 
@@ -326,4 +622,160 @@ func ParseThreshold(s string) (float64, error) {
 // FormatThreshold prints a fraction as a percentage ("10%").
 func FormatThreshold(f float64) string {
 	return strconv.FormatFloat(f*100, 'f', -1, 64) + "%"
+}
+
+// minPooledDF is the fewest degrees of freedom of a pooled variance the pooled rule uses.
+const minPooledDF = 3
+
+// pooled is the variance of log samples pooled over the cells of one declaration and
+// backend in both runs, with its degrees of freedom.
+type pooled struct {
+	variance float64
+	df       int
+}
+
+// pooledNoise holds the pooled variance per declaration and backend.
+type pooledNoise map[string]pooled
+
+func poolKey(d Metric, backend string) string {
+	return d.Measurement + "{" + paramString(d.Match, ",") + "}/" + backend
+}
+
+// newPooledNoise pools the variance of the log samples of every mcell with 2 or more
+// positive samples, per declaration and backend, over both runs.
+func newPooledNoise(oldCells, newCells []mcell, decl func(mcell) Metric) pooledNoise {
+	type acc struct {
+		ss float64
+		df int
+	}
+	accs := map[string]*acc{}
+	for _, cl := range slices.Concat(oldCells, newCells) {
+		s := cl.m.Samples
+		if len(s) < 2 || !allPositive(s) {
+			continue
+		}
+		mean := 0.0
+		for _, v := range s {
+			mean += math.Log(v)
+		}
+		mean /= float64(len(s))
+		ss := 0.0
+		for _, v := range s {
+			ss += (math.Log(v) - mean) * (math.Log(v) - mean)
+		}
+		k := poolKey(decl(cl), cl.backend)
+		if accs[k] == nil {
+			accs[k] = &acc{}
+		}
+		accs[k].ss += ss
+		accs[k].df += len(s) - 1
+	}
+	p := pooledNoise{}
+	for k, a := range accs {
+		p[k] = pooled{variance: a.ss / float64(a.df), df: a.df}
+	}
+	return p
+}
+
+func (p pooledNoise) of(d Metric, backend string) pooled { return p[poolKey(d, backend)] }
+
+// test is the two-sided t-test of the means of the log samples with the pooled
+// variance: its p-value, the difference of the means (NEW - OLD), and the smallest
+// difference of log means that would be significant at alpha (the test's reach: a
+// non-significant result says nothing of changes below it).
+func (p pooled) test(oldS, newS []float64, alpha float64) (pValue, diff, mde float64) {
+	meanLog := func(s []float64) float64 {
+		m := 0.0
+		for _, v := range s {
+			m += math.Log(v)
+		}
+		return m / float64(len(s))
+	}
+	diff = meanLog(newS) - meanLog(oldS)
+	se := math.Sqrt(p.variance * (1/float64(len(oldS)) + 1/float64(len(newS))))
+	if se == 0 {
+		if diff == 0 {
+			return 1, 0, 0
+		}
+		return 0, diff, 0
+	}
+	dist := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(p.df)}
+	t := math.Abs(diff) / se
+	return 2 * dist.Survival(t), diff, dist.Quantile(1-alpha/2) * se
+}
+
+// fitP returns the chi-square p-value of a distribution: recorded in Extra, else
+// recomputed for uniform shares.
+func fitP(m *Measurement) (float64, bool) {
+	if p, ok := m.Extra["p_value"]; ok && !math.IsNaN(p) {
+		return p, true
+	}
+	if m.Params["expected"] != "uniform" || len(m.Samples) < 2 {
+		return 0, false
+	}
+	counts := make([]int, len(m.Samples))
+	for i, v := range m.Samples {
+		counts[i] = int(v)
+	}
+	_, _, p, err := stats.ChiSquareGOF(counts, stats.Uniform(len(counts)))
+	return p, err == nil
+}
+
+// holm returns which of ps Holm's step-down method rejects at family-wise level alpha.
+func holm(ps []float64, alpha float64) []bool {
+	order := make([]int, len(ps))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ps[a], ps[b]) })
+	rejected := make([]bool, len(ps))
+	for rank, i := range order {
+		if ps[i] >= alpha/float64(len(ps)-rank) {
+			break
+		}
+		rejected[i] = true
+	}
+	return rejected
+}
+
+// judgeFits judges the distributions deltas[fits]: each side's p-values Holm-corrected
+// over the distributions judged; a fit in OLD that is a misfit in NEW regresses.
+func judgeFits(deltas []Delta, fits []int, oldBy, newBy map[string]mcell, alpha float64) {
+	var judged []int
+	var oldPs, newPs []float64
+	for _, i := range fits {
+		d := &deltas[i]
+		om, nm := oldBy[d.Metric].m, newBy[d.Metric].m
+		op, ok1 := fitP(om)
+		np, ok2 := fitP(nm)
+		minN := max(2, d.Decl.MinSamples)
+		if !ok1 || !ok2 || len(om.Samples) < minN || len(nm.Samples) < minN {
+			d.Verdict = VerdictSame
+			if d.Decl.Gated {
+				d.Verdict, d.Why = VerdictUnjudged, "no chi-square p-value on "+map[bool]string{true: "NEW", false: "OLD"}[ok1]
+			}
+			continue
+		}
+		judged = append(judged, i)
+		oldPs, newPs = append(oldPs, op), append(newPs, np)
+	}
+	oldRej, newRej := holm(oldPs, alpha), holm(newPs, alpha)
+	for k, i := range judged {
+		d := &deltas[i]
+		d.P, d.Test = newPs[k], fmt.Sprintf("chi-square/holm m=%d", len(judged))
+		switch {
+		case newRej[k] && !oldRej[k] && d.Decl.Gated:
+			d.Verdict = VerdictRegression
+			d.Why = fmt.Sprintf("fit p=%.3g in OLD, misfit p=%.3g in NEW (Holm over %d distributions at %g)", oldPs[k], newPs[k], len(judged), alpha)
+		case newRej[k] && !oldRej[k]:
+			d.Verdict = VerdictWorse
+		case oldRej[k] && !newRej[k]:
+			d.Verdict = VerdictBetter
+		default:
+			d.Verdict = VerdictSame
+			if newRej[k] {
+				d.Why = "misfit in both runs"
+			}
+		}
+	}
 }

@@ -2,7 +2,9 @@ package reports
 
 import (
 	"bytes"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,7 +41,7 @@ func TestCompare(t *testing.T) {
 		{"20% slowdown, tight samples: fails",
 			oneMetric(MeasureSync, UnitSeconds, around(1, 10, 5.9, 0.02)),
 			oneMetric(MeasureSync, UnitSeconds, around(2, 10, 5.9*1.2, 0.02)),
-			false, VerdictRegression, "1 metric(s) regressed beyond 10%: " + metric + " (+"},
+			false, VerdictRegression, "1 metric(s) regressed beyond 10%: " + metric + " (median +"},
 		{"noise within the threshold: passes",
 			oneMetric(MeasureSync, UnitSeconds, around(1, 10, 5.9, 0.05)),
 			oneMetric(MeasureSync, UnitSeconds, around(3, 10, 5.9, 0.05)),
@@ -52,10 +54,38 @@ func TestCompare(t *testing.T) {
 			oneMetric(MeasureSync, UnitSeconds, around(1, 10, 5.9, 0.02)),
 			oneMetric(MeasureSync, UnitSeconds, around(2, 10, 5.9*0.8, 0.02)),
 			false, VerdictBetter, ""},
-		{"50% slowdown with 3 samples: cannot be significant",
+		{"50% slowdown with 3 samples: t-test on the logs, fails",
 			oneMetric(MeasureSync, UnitSeconds, around(1, 3, 5.9, 0.01)),
 			oneMetric(MeasureSync, UnitSeconds, around(2, 3, 5.9*1.5, 0.01)),
+			false, VerdictRegression, "pooled-t"},
+		{"5% slowdown with 3 samples: significant but within the threshold, passes",
+			oneMetric(MeasureSync, UnitSeconds, around(1, 3, 5.9, 0.01)),
+			oneMetric(MeasureSync, UnitSeconds, around(2, 3, 5.9*1.05, 0.01)),
+			false, VerdictWorse, ""},
+		{"noise with 3 samples: passes",
+			oneMetric(MeasureSync, UnitSeconds, around(1, 3, 5.9, 0.05)),
+			oneMetric(MeasureSync, UnitSeconds, around(4, 3, 5.9, 0.05)),
 			false, VerdictSame, ""},
+		{"50% slowdown with 2 samples, separated by more than the threshold: fails",
+			oneMetric(MeasureSync, UnitSeconds, []float64{5.9, 6.0}),
+			oneMetric(MeasureSync, UnitSeconds, []float64{8.9, 9.1}),
+			false, VerdictRegression, "separation"},
+		{"8% slowdown with 2 samples, separated by less than the threshold: passes",
+			oneMetric(MeasureSync, UnitSeconds, []float64{5.9, 6.0}),
+			oneMetric(MeasureSync, UnitSeconds, []float64{6.4, 6.5}),
+			false, VerdictSame, ""},
+		{"50% slowdown with 2 samples, overlapping: passes",
+			oneMetric(MeasureSync, UnitSeconds, []float64{5.9, 9.0}),
+			oneMetric(MeasureSync, UnitSeconds, []float64{8.9, 9.1}),
+			false, VerdictSame, ""},
+		{"3x slowdown with 1 sample and nothing to pool with: cannot judge, fails",
+			oneMetric(MeasureSync, UnitSeconds, []float64{5.9}),
+			oneMetric(MeasureSync, UnitSeconds, []float64{3 * 5.9}),
+			false, VerdictUnjudged, "1 gated metric(s) cannot be judged (pass --allow-unjudged to accept): " + metric + " (1 and 1 samples"},
+		{"no figure in NEW: cannot judge, fails",
+			oneMetric(MeasureSync, UnitSeconds, around(1, 5, 5.9, 0.01)),
+			oneMetric(MeasureSync, UnitSeconds, []float64{0, 0, 0, 0, 0}),
+			false, VerdictUnjudged, "no figure on NEW"},
 		{"throughput 20% lower: fails",
 			oneMetric(MeasureThroughput, UnitPerSecond, around(1, 8, 13900, 0.02)),
 			oneMetric(MeasureThroughput, UnitPerSecond, around(2, 8, 13900*0.8, 0.02)),
@@ -64,10 +94,18 @@ func TestCompare(t *testing.T) {
 			oneMetric(MeasureThroughput, UnitPerSecond, around(1, 8, 13900, 0.02)),
 			oneMetric(MeasureThroughput, UnitPerSecond, around(2, 8, 13900*1.2, 0.02)),
 			false, VerdictBetter, ""},
-		{"more rules: reported, never fails",
-			oneMetric(MeasureRules, UnitCount, around(1, 6, 1000, 0.01)),
-			oneMetric(MeasureRules, UnitCount, around(2, 6, 2000, 0.01)),
-			false, VerdictChanged, ""},
+		{"more rules: an exact figure changed, fails",
+			oneMetric(MeasureRules, UnitCount, []float64{1000}),
+			oneMetric(MeasureRules, UnitCount, []float64{1001}),
+			false, VerdictRegression, "exact figure changed from 1000 to 1001"},
+		{"fewer rules: an exact figure changed, fails until taken as the baseline",
+			oneMetric(MeasureRules, UnitCount, []float64{1000}),
+			oneMetric(MeasureRules, UnitCount, []float64{900}),
+			false, VerdictDifferent, "take NEW as the baseline"},
+		{"same rules: passes",
+			oneMetric(MeasureRules, UnitCount, []float64{1000}),
+			oneMetric(MeasureRules, UnitCount, []float64{1000}),
+			false, VerdictSame, ""},
 		{"missing in NEW: fails",
 			oneMetric(MeasureSync, UnitSeconds, around(1, 10, 5.9, 0.02)),
 			&Results{SchemaVersion: SchemaVersion},
@@ -113,9 +151,9 @@ func TestCompareFixtureWithItself(t *testing.T) {
 	for _, d := range c.Deltas {
 		assert.Equal(t, VerdictSame, d.Verdict, d.Metric)
 	}
-	// Distributions are not compared: 3 backends x 4 sizes x 8 metrics, + programming
-	// latency x 3, + per-rule x 2.
-	assert.Len(t, c.Deltas, 3*4*8+3+2)
+	// 3 backends x 4 sizes x 8 metrics, + programming latency x 3, + per-rule x 2, +
+	// distributions x 3.
+	assert.Len(t, c.Deltas, 3*4*8+3+2+3)
 }
 
 func TestParseThreshold(t *testing.T) {
@@ -163,4 +201,270 @@ func TestCompareNotesDifferentRunLabels(t *testing.T) {
 	assert.Contains(t, out.String(), "note: iptables ran with different labels")
 
 	assert.Empty(t, Compare(hinted, hinted, CompareOptions{Threshold: 0.1}).Notes)
+}
+
+// benchShape says how a synthetic bench-shaped run differs from the baseline.
+type benchShape struct {
+	seed uint64
+	// full, partial, lookup and control multiply the medians of the full and partial
+	// syncs, the connect latencies and the established control (0 means 1).
+	full, partial, lookup, control float64
+	// rules adds to the rule count at 10k.
+	rules float64
+	// skew puts this share of the connections of the 10k distribution on endpoint 0
+	// (0: uniform).
+	skew float64
+}
+
+func orOne(v float64) float64 {
+	if v == 0 {
+		return 1
+	}
+	return v
+}
+
+// benchRun is a run shaped like `make bench` on one backend with bench.yaml's sample
+// counts (full syncs: 5 at 1k, 1 at 5k and 10k; partial syncs 5; lookups 300 per
+// position and control; distributions of 1,000 connections over 10 endpoints; one rule
+// count), declared as scenarios declare them (LegacyMetrics).
+func benchRun(s benchShape) *Results {
+	rng := rand.New(rand.NewPCG(s.seed, 11))
+	noisy := func(n int, v, rel float64) []float64 {
+		out := make([]float64, n)
+		for i := range out {
+			out[i] = v * math.Exp(rng.NormFloat64()*rel)
+		}
+		return out
+	}
+	r := &Results{SchemaVersion: SchemaVersion}
+	r.Declare(LegacyMetrics...)
+	for _, size := range []struct {
+		services   string
+		full, part float64
+		fullN      int
+	}{{"1000", 0.12, 0.02, 5}, {"5000", 1.9, 0.45, 1}, {"10000", 6.1, 0.9, 1}} {
+		p := func(kv ...string) map[string]string {
+			m := map[string]string{"services": size.services}
+			for i := 0; i < len(kv); i += 2 {
+				m[kv[i]] = kv[i+1]
+			}
+			return m
+		}
+		r.Add("iptables", Measurement{Name: MeasureSync, Params: p("kind", "full"), Unit: UnitSeconds, Samples: noisy(size.fullN, size.full*orOne(s.full), 0.04)})
+		r.Add("iptables", Measurement{Name: MeasureSync, Params: p("kind", "partial"), Unit: UnitSeconds, Samples: noisy(5, size.part*orOne(s.partial), 0.04)})
+		for _, pos := range []string{"first", "middle", "last"} {
+			r.Add("iptables", Measurement{Name: MeasureLookup, Params: p("kind", "connect", "position", pos), Unit: UnitSeconds,
+				Samples: noisy(300, 60e-6*orOne(s.lookup), 0.15)})
+		}
+		r.Add("iptables", Measurement{Name: MeasureLookup, Params: p("kind", "established", "position", "established"), Unit: UnitSeconds,
+			Samples: noisy(300, 30e-6*orOne(s.control), 0.15)})
+		rules := 0.0
+		if size.services == "10000" {
+			rules = s.rules
+		}
+		r.Add("iptables", Measurement{Name: MeasureRules, Params: p(), Unit: UnitCount, Samples: []float64{float64(len(size.services))*1000 + rules}})
+		counts := make([]float64, 10)
+		skew := 0.0
+		if size.services == "10000" {
+			skew = s.skew
+		}
+		for range 1000 {
+			if rng.Float64() < skew {
+				counts[0]++
+			} else {
+				counts[rng.IntN(10)]++
+			}
+		}
+		r.Add("iptables", Measurement{Name: MeasureDistribution, Params: p("endpoints", "10", "expected", "uniform"), Unit: UnitCount, Samples: counts})
+	}
+	return r
+}
+
+// TestCompareGates proves every gate of compare able to fail (issue 22 items 3 and 6)
+// on bench-shaped runs with bench.yaml's sample counts, and same-vs-same passing.
+func TestCompareGates(t *testing.T) {
+	const k10 = "/backend=iptables/services=10000"
+	tests := []struct {
+		name   string
+		newRun benchShape
+		opts   CompareOptions
+		want   map[string]Verdict // metric → verdict; every other metric must be "~"
+		fail   string             // substring of Err, "" to pass
+	}{
+		{name: "same vs same passes", newRun: benchShape{}},
+		{name: "3x full sync with one sample at 5k and 10k", newRun: benchShape{full: 3},
+			want: map[string]Verdict{"sync/backend=iptables/services=1000/kind=full": VerdictRegression,
+				"sync/backend=iptables/services=5000/kind=full": VerdictRegression, "sync" + k10 + "/kind=full": VerdictRegression},
+			fail: "3 metric(s) regressed"},
+		{name: "25% partial-sync slowdown", newRun: benchShape{partial: 1.25},
+			want: map[string]Verdict{"sync/backend=iptables/services=1000/kind=partial": VerdictRegression,
+				"sync/backend=iptables/services=5000/kind=partial": VerdictRegression, "sync" + k10 + "/kind=partial": VerdictRegression},
+			fail: "3 metric(s) regressed"},
+		{name: "distribution no longer fits (50% on one of 10 endpoints)", newRun: benchShape{skew: 0.45},
+			want: map[string]Verdict{"distribution" + k10 + "/endpoints=10/expected=uniform": VerdictRegression},
+			fail: "misfit"},
+		{name: "changed rule count", newRun: benchShape{rules: 1},
+			want: map[string]Verdict{"rules" + k10: VerdictRegression}, fail: "exact figure changed"},
+		{name: "30% slower lookups with the control unchanged", newRun: benchShape{lookup: 1.3},
+			want: lookups(VerdictRegression), fail: "9 metric(s) regressed"},
+		{name: "30% slower lookups explained by a 30% slower control", newRun: benchShape{lookup: 1.3, control: 1.3},
+			want: withControls(lookups(VerdictDrift), VerdictWorse)},
+		{name: "30% slower lookups beside a control 3x slower: a changed measurement, not drift", newRun: benchShape{lookup: 1.3, control: 3},
+			want: withControls(lookups(VerdictRegression), VerdictWorse), fail: "9 metric(s) regressed"},
+		{name: "unchanged lookups on a machine whose control is 30% faster: not turned into regressions", newRun: benchShape{control: 0.7},
+			want: withControls(map[string]Verdict{}, VerdictBetter)},
+		{name: "15% slower partial syncs on a machine 30% slower: drift it cannot explain", newRun: benchShape{partial: 1.15, lookup: 1.3, control: 1.3},
+			want: withControls(merge(lookups(VerdictDrift), map[string]Verdict{"sync/backend=iptables/services=1000/kind=partial": VerdictUnexplainedDrift,
+				"sync/backend=iptables/services=5000/kind=partial": VerdictUnexplainedDrift, "sync" + k10 + "/kind=partial": VerdictUnexplainedDrift}), VerdictWorse),
+			fail: "3 gated metric(s) cannot be judged (pass --allow-unjudged to accept)"},
+		{name: "the same, allowed", newRun: benchShape{partial: 1.15, lookup: 1.3, control: 1.3}, opts: CompareOptions{AllowUnjudged: true},
+			want: withControls(merge(lookups(VerdictDrift), map[string]Verdict{"sync/backend=iptables/services=1000/kind=partial": VerdictUnexplainedDrift,
+				"sync/backend=iptables/services=5000/kind=partial": VerdictUnexplainedDrift, "sync" + k10 + "/kind=partial": VerdictUnexplainedDrift}), VerdictWorse)},
+		{name: "3x partial syncs on a machine 30% slower: more than drift explains", newRun: benchShape{partial: 3, lookup: 1.3, control: 1.3},
+			want: withControls(merge(lookups(VerdictDrift), map[string]Verdict{"sync/backend=iptables/services=1000/kind=partial": VerdictRegression,
+				"sync/backend=iptables/services=5000/kind=partial": VerdictRegression, "sync" + k10 + "/kind=partial": VerdictRegression}), VerdictWorse),
+			fail: "3 metric(s) regressed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := tt.opts
+			opts.Threshold = 0.10
+			tt.newRun.seed = 2
+			c := Compare(benchRun(benchShape{seed: 1}), benchRun(tt.newRun), opts)
+			got := map[string]Verdict{}
+			for _, d := range c.Deltas {
+				if d.Verdict != VerdictSame {
+					got[d.Metric] = d.Verdict
+				}
+			}
+			want := tt.want
+			if want == nil {
+				want = map[string]Verdict{}
+			}
+			assert.Equal(t, want, got)
+			var out bytes.Buffer
+			require.NoError(t, c.Write(&out))
+			if tt.fail == "" {
+				assert.NoError(t, c.Err(), out.String())
+				assert.Contains(t, out.String(), "\nPASS: ")
+				return
+			}
+			assert.ErrorContains(t, c.Err(), tt.fail, out.String())
+			assert.Contains(t, out.String(), "\nFAIL: ")
+		})
+	}
+}
+
+// lookups is every connect position of benchRun with verdict v.
+func lookups(v Verdict) map[string]Verdict {
+	m := map[string]Verdict{}
+	for _, size := range []string{"1000", "5000", "10000"} {
+		for _, pos := range []string{"first", "middle", "last"} {
+			m["lookup/backend=iptables/services="+size+"/kind=connect/position="+pos] = v
+		}
+	}
+	return m
+}
+
+// withControls adds the established controls of benchRun with verdict v.
+func withControls(m map[string]Verdict, v Verdict) map[string]Verdict {
+	for _, size := range []string{"1000", "5000", "10000"} {
+		m["lookup/backend=iptables/services="+size+"/kind=established/position=established"] = v
+	}
+	return m
+}
+
+func merge(a, b map[string]Verdict) map[string]Verdict {
+	for k, v := range b {
+		a[k] = v
+	}
+	return a
+}
+
+func TestHolm(t *testing.T) {
+	tests := []struct {
+		name string
+		ps   []float64
+		want []bool
+	}{
+		{"one of twenty fair fits at p=0.028 is not rejected", append([]float64{0.028}, slices.Repeat([]float64{0.5}, 19)...), make([]bool, 20)},
+		{"a single test is plain alpha", []float64{0.04}, []bool{true}},
+		{"step-down stops at the first kept", []float64{0.001, 0.04, 0.03}, []bool{true, false, false}},
+		{"step-down rejects in order", []float64{0.01, 0.02, 0.001}, []bool{true, true, true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, holm(tt.ps, 0.05))
+		})
+	}
+}
+
+// TestCompareTail: a median unchanged and a tail ten times longer is a regression of
+// the figures that gate their p99 (lookups), found by Fisher's exact test.
+func TestCompareTail(t *testing.T) {
+	lookup := func(samples []float64) *Results {
+		r := &Results{SchemaVersion: SchemaVersion}
+		r.Declare(LegacyMetrics...)
+		r.Add("nftables", Measurement{Name: MeasureLookup, Params: map[string]string{"services": "1000", "kind": "connect", "position": "last"}, Unit: UnitSeconds, Samples: samples})
+		return r
+	}
+	base := around(1, 300, 60e-6, 0.1)
+	tail := around(2, 300, 60e-6, 0.1)
+	for i := 0; i < 300; i += 20 { // 5% of the samples 10x
+		tail[i] *= 10
+	}
+	c := Compare(lookup(base), lookup(tail), CompareOptions{Threshold: 0.10})
+	require.Len(t, c.Deltas, 1)
+	assert.Equal(t, VerdictRegression, c.Deltas[0].Verdict)
+	assert.Equal(t, "p99/fisher", c.Deltas[0].Test)
+	assert.ErrorContains(t, c.Err(), "p99 +")
+
+	c = Compare(lookup(base), lookup(around(3, 300, 60e-6, 0.1)), CompareOptions{Threshold: 0.10})
+	assert.Equal(t, VerdictSame, c.Deltas[0].Verdict)
+	assert.NoError(t, c.Err())
+}
+
+// TestCompareUndeclaredResults reads a results.json written before runs declared their
+// metrics (kpbench 010df07, `make bench`, trimmed to two backends): LegacyMetrics judge
+// it. Same against same passes but for the programming latency, which that version
+// recorded without a sample, and nftables' single full syncs, too noisy to judge; a 3x
+// full sync doctored into a copy fails.
+func TestCompareUndeclaredResults(t *testing.T) {
+	const file = "testdata/results-v1-undeclared.json"
+	oldRun, err := Load(file)
+	require.NoError(t, err)
+	require.Empty(t, oldRun.Metrics, "the fixture must stay undeclared")
+	newRun, err := Load(file)
+	require.NoError(t, err)
+
+	// nftables' full syncs at 1k spread 0.28-0.83 s: with one sample at 5k and 10k,
+	// even a 2x change would not be significant there.
+	noisy := []string{"sync/backend=nftables/services=5000/kind=full", "sync/backend=nftables/services=10000/kind=full"}
+	c := Compare(oldRun, newRun, CompareOptions{Threshold: 0.10})
+	for _, d := range c.Deltas {
+		want := VerdictSame
+		if strings.HasPrefix(d.Metric, MeasureProgrammingLatency+"/") || slices.Contains(noisy, d.Metric) {
+			want = VerdictUnjudged
+		}
+		assert.Equal(t, want, d.Verdict, d.Metric)
+	}
+	assert.ErrorContains(t, c.Err(), "4 gated metric(s) cannot be judged")
+	require.NoError(t, Compare(oldRun, newRun, CompareOptions{Threshold: 0.10, AllowUnjudged: true}).Err())
+
+	for i := range newRun.Runs {
+		for j := range newRun.Runs[i].Measurements {
+			m := &newRun.Runs[i].Measurements[j]
+			if m.Name == MeasureSync && m.Params["kind"] == "full" {
+				for k := range m.Samples {
+					m.Samples[k] *= 3
+				}
+				m.Summary = Summarize(m.Samples)
+			}
+		}
+	}
+	c = Compare(oldRun, newRun, CompareOptions{Threshold: 0.10, AllowUnjudged: true})
+	assert.Len(t, c.Regressions(), 2*3-len(noisy), "full syncs at 3 sizes on 2 backends")
+	for _, d := range c.Regressions() {
+		assert.Contains(t, d.Metric, "/kind=full", d.Why)
+	}
 }

@@ -59,7 +59,46 @@ type Metric struct {
 	// Statistics are the summary statistics a gate judges besides the location test,
 	// e.g. ["p50", "p99"] (empty: the median only).
 	Statistics []string `json:"statistics,omitempty"`
+	// Control, when set, names the measurement that ran beside this one to measure the
+	// machine itself (the established-connection control beside a lookup): the Params
+	// of this measurement with Control's keys and values replacing theirs (an empty
+	// value removes the key). compare
+	// normalises by the drift of the control between two runs (see EstimateDrift).
+	Control map[string]string `json:"control,omitempty"`
 }
+
+// LegacyMetrics are the declarations of the measurements kpbench recorded before results
+// files carried their own (Results.Metrics empty): compare and reports read such files
+// with these. They describe those files, so they do not change when a measurement's
+// declaration does.
+var LegacyMetrics = []Metric{
+	{Measurement: MeasureSync, Match: map[string]string{"kind": "full"}, Title: "full sync", Unit: UnitSeconds, Better: LowerIsBetter,
+		Gated: true, Test: TestLocation, MinSamples: 5, Statistics: []string{"p50"}},
+	{Measurement: MeasureSync, Match: map[string]string{"kind": "partial"}, Title: "partial sync", Unit: UnitSeconds, Better: LowerIsBetter,
+		Gated: true, Test: TestLocation, MinSamples: 5, Statistics: []string{"p50"}},
+	{Measurement: MeasureLookup, Title: "first-packet latency", Unit: UnitSeconds, Better: LowerIsBetter,
+		Gated: true, Test: TestLocation, MinSamples: 50, Statistics: []string{"p50", "p99"}, Control: lookupControl},
+	{Measurement: MeasureLookup, Match: map[string]string{"position": "established"}, Title: "established-connection latency (control)",
+		Unit: UnitSeconds, Better: LowerIsBetter},
+	{Measurement: MeasureDistribution, Title: "connections per endpoint", Unit: UnitCount, Gated: true, Test: TestFit, MinSamples: 2},
+	{Measurement: MeasureRules, Title: "rules in the kernel", Unit: UnitCount, Better: LowerIsBetter, Gated: true, Test: TestExact, MinSamples: 1},
+	{Measurement: MeasureRulesMemory, Title: "kernel memory of the rules", Unit: UnitBytes, Better: LowerIsBetter},
+	{Measurement: MeasureProgrammingLatency, Title: "programming latency", Unit: UnitSeconds, Better: LowerIsBetter,
+		Gated: true, Test: TestLocation, MinSamples: 20, Statistics: []string{"p50", "p99"}},
+	{Measurement: MeasureThroughput, Title: "throughput", Unit: UnitPerSecond, Better: HigherIsBetter,
+		Gated: true, Test: TestLocation, MinSamples: 10, Statistics: []string{"p50"}},
+	{Measurement: MeasureThroughputConnections, Title: "new connections per second", Unit: UnitPerSecond, Better: HigherIsBetter,
+		Gated: true, Test: TestLocation, MinSamples: 10, Statistics: []string{"p50"}},
+	{Measurement: MeasureThroughputRequests, Title: "kept-alive requests per second", Unit: UnitPerSecond, Better: HigherIsBetter,
+		Gated: true, Test: TestLocation, MinSamples: 10, Statistics: []string{"p50"}},
+}
+
+// lookupControl names the established-connection control beside every lookup position.
+var lookupControl = map[string]string{"kind": "established", "position": "established"}
+
+// LookupControl returns the Control of lookup declarations: the established-connection
+// control measured beside every position.
+func LookupControl() map[string]string { return maps.Clone(lookupControl) }
 
 // Matches reports whether the declaration describes m.
 func (f Metric) Matches(m *Measurement) bool {

@@ -34,7 +34,8 @@ func (firstPacketMeasurement) Doc() string {
 func (firstPacketMeasurement) Metrics() []reports.Metric {
 	return []reports.Metric{
 		{Measurement: MeasureFirstPacket, Match: map[string]string{"kind": "connect"}, Title: "first-packet latency by rank", Unit: reports.UnitSeconds,
-			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 50, Statistics: []string{"p50", "p99"}},
+			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 50, Statistics: []string{"p50", "p99"},
+			Control: map[string]string{"kind": "established", "rank": "", "index": ""}},
 		{Measurement: MeasureFirstPacket, Match: map[string]string{"kind": "established"}, Title: "established-connection latency (control)", Unit: reports.UnitSeconds,
 			Better: reports.LowerIsBetter},
 	}

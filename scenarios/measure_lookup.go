@@ -28,7 +28,8 @@ func (lookupMeasurement) Doc() string {
 func (lookupMeasurement) Metrics() []reports.Metric {
 	return []reports.Metric{
 		{Measurement: reports.MeasureLookup, Match: map[string]string{"kind": "connect"}, Title: "first-packet latency", Unit: reports.UnitSeconds,
-			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 50, Statistics: []string{"p50", "p99"}},
+			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 50, Statistics: []string{"p50", "p99"},
+			Control: reports.LookupControl()},
 		{Measurement: reports.MeasureLookup, Match: map[string]string{"kind": "established"}, Title: "established-connection latency (control)", Unit: reports.UnitSeconds,
 			Better: reports.LowerIsBetter},
 	}

@@ -10,21 +10,33 @@ import (
 func newCompareCmd() *cobra.Command {
 	var threshold string
 	var alpha float64
-	var allowMissing bool
+	var allowMissing, allowUnjudged bool
 	cmd := &cobra.Command{
-		Use:   "compare OLD NEW [--threshold 10%] [--allow-missing]",
+		Use:   "compare OLD NEW [--threshold 10%] [--allow-missing] [--allow-unjudged]",
 		Short: "Compare two runs metric by metric and fail on significant regressions",
 		Long: `compare matches every metric (measurement, backend and parameters) of OLD with NEW
-(results files or run directories) and prints old and new medians, the change, the
-Mann-Whitney U p-value on the raw samples and a verdict. With fewer than 4 samples on a
-side no difference can be significant ("~").
+(results files or run directories) and prints old and new medians ± CI with their p99
+and max, the change, the p-value of the rule that judged it, the machine drift and a
+verdict. It judges every gated figure as the run declared it (older results files:
+as kpbench declared them then):
 
-A metric regresses when it changes in the worse direction (time: larger; throughput:
-smaller) beyond --threshold AND significantly (p < --alpha). Rule counts and sizes are
-reported, never failed. A metric of OLD missing from NEW fails the comparison unless
---allow-missing: a benchmark that silently stopped running must not pass.
+  times, rates   the worse direction beyond --threshold AND significant (p < --alpha):
+                 Mann-Whitney U with 4+ samples a side (and the declared minimum);
+                 fewer: a t-test on log samples with the noise pooled over the sizes
+                 of the same figure and backend; else every NEW sample worse than
+                 every OLD one by the threshold. Lookups also gate their p99.
+  rule counts    any change fails (exact).
+  distributions  a fit in OLD that is a misfit in NEW (chi-square, Holm-corrected
+                 over the distributions judged, family-wise 0.001).
 
-Exit status: 0 no regression, 1 a regression (or a missing metric), 2 bad input.`,
+Machine drift: a lookup is normalised by the established-connection control measured
+beside it ("drift" when that explains the change). A gated figure without a control
+that changed no more than the controls drifted is "DRIFT?": compare cannot tell code
+from machine. Figures compare cannot judge (too few samples, no figure, DRIFT?) fail
+unless --allow-unjudged; metrics of OLD missing from NEW fail unless --allow-missing.
+Figures that are not gated are shown, never failed.
+
+Exit status: 0 pass, 1 a regression, a missing or an unjudged metric, 2 bad input.`,
 		Example: `  kpbench compare runs/main runs/my-branch
   kpbench compare old/results.json new/results.json --threshold 5%`,
 		Args: exactArgs(2),
@@ -44,7 +56,7 @@ Exit status: 0 no regression, 1 a regression (or a missing metric), 2 bad input.
 			if err != nil {
 				return usageError{err}
 			}
-			c := reports.Compare(oldRun, newRun, reports.CompareOptions{Threshold: t, Alpha: alpha, AllowMissing: allowMissing})
+			c := reports.Compare(oldRun, newRun, reports.CompareOptions{Threshold: t, Alpha: alpha, AllowMissing: allowMissing, AllowUnjudged: allowUnjudged})
 			if err := c.Write(cmd.OutOrStdout()); err != nil {
 				return err
 			}
@@ -57,5 +69,6 @@ Exit status: 0 no regression, 1 a regression (or a missing metric), 2 bad input.
 	cmd.Flags().StringVar(&threshold, "threshold", "10%", "relative change in the worse direction that fails, e.g. 10% or 2.5%")
 	cmd.Flags().Float64Var(&alpha, "alpha", 0.05, "significance level of the Mann-Whitney U test")
 	cmd.Flags().BoolVar(&allowMissing, "allow-missing", false, "let metrics of OLD that NEW lacks pass")
+	cmd.Flags().BoolVar(&allowUnjudged, "allow-unjudged", false, "let gated metrics that cannot be judged (too few samples, no figure, drift it cannot explain) pass")
 	return cmd
 }
