@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"kpbench.dev/kpbench/backends/all"
-	"kpbench.dev/kpbench/lab/controlplane"
 	"kpbench.dev/kpbench/internal/toolroot"
+	"kpbench.dev/kpbench/lab/controlplane"
 	"kpbench.dev/kpbench/lab/manifest"
 	"kpbench.dev/kpbench/reports"
 	"kpbench.dev/kpbench/testbed"
