@@ -81,8 +81,8 @@ Figures compare only backends measured here, on this kernel, by the direction of
 </section>
 {{end}}
 {{range .Comparisons}}<h2 id="{{.ID}}">{{.Title}}</h2>
-{{$noun := .Noun}}{{range .Items}}<h3>{{.Scenario}}, {{.Label}}</h3>
-<p class="muted">The same scenario with each {{$noun}}; a row compares them for one backend at one size (ratios between {{$noun}} only).</p>
+{{$noun := .Noun}}{{$plural := .Plural}}{{range .Items}}<h3>{{.Scenario}}, {{.Label}}</h3>
+<p class="muted">The same scenario on each of the {{$plural}}; a row compares them for one backend at one size (ratios between {{$plural}} only).</p>
 <table>
 <tr><th>figure</th><th>Services</th><th>backend</th>{{range .Kernels}}<th>{{.}}</th>{{end}}<th>best {{$noun}}</th></tr>
 {{range .Rows}}<tr><td>{{.Question}}</td><td class="num">{{.Size}}</td><td>{{.Backend}}</td>{{range .Cells}}<td class="num{{if .Best}} best{{end}}">{{.Text}}</td>{{end}}<td>{{.Verdict}}</td></tr>
@@ -182,8 +182,8 @@ type htmlKernels struct {
 
 // htmlAxis is every comparison along one axis (kernels, tools).
 type htmlAxis struct {
-	ID, Title, Noun string
-	Items           []htmlKernels
+	ID, Title, Noun, Plural string
+	Items                   []htmlKernels
 }
 
 type htmlData struct {
@@ -264,7 +264,7 @@ func writeHTMLReport(w io.Writer, secs []section, palette []string) error {
 		if len(kcs) == 0 {
 			continue
 		}
-		ax := htmlAxis{ID: kcs[0].Axis.ID, Title: kcs[0].Axis.Title, Noun: kcs[0].Axis.Noun}
+		ax := htmlAxis{ID: kcs[0].Axis.ID, Title: kcs[0].Axis.Title, Noun: kcs[0].Axis.Noun, Plural: kcs[0].Axis.Plural}
 		for _, kc := range kcs {
 			ax.Items = append(ax.Items, htmlComparison(kc))
 		}

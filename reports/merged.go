@@ -153,8 +153,8 @@ func sectionsOf(srcs []Source) []section {
 // kernel matrix) or the userspace tools (--tools host and --tools debian:trixie).
 type envAxis struct {
 	// ID is the comparison's anchor in report.html, Title its heading, Noun what a column
-	// is ("kernel", "tools").
-	ID, Title, Noun string
+	// is ("kernel", "tools") and Plural several of them.
+	ID, Title, Noun, Plural string
 	// column is the axis's value for an environment (a column's heading); same is what
 	// must be equal for two sources to be compared along the axis.
 	column, same func(Environment) string
@@ -162,14 +162,14 @@ type envAxis struct {
 
 // kernelAxis compares kernels with the same accelerator and tools.
 var kernelAxis = envAxis{
-	ID: "kernels", Title: "Kernel against kernel", Noun: "kernel",
+	ID: "kernels", Title: "Kernel against kernel", Noun: "kernel", Plural: "kernels",
 	column: func(e Environment) string { return e.KernelRelease },
 	same:   func(e Environment) string { return e.Accelerator + "|" + toolsSpec(e) },
 }
 
 // toolsAxis compares sets of tools on the same kernel and accelerator.
 var toolsAxis = envAxis{
-	ID: "tools", Title: "Tools against tools", Noun: "tools",
+	ID: "tools", Title: "Tools against tools", Noun: "tools", Plural: "sets of tools",
 	column: toolsLabel,
 	same:   func(e Environment) string { return e.Accelerator + "|" + e.KernelRelease },
 }
