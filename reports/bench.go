@@ -62,6 +62,7 @@ func benchConfig(r *Results) []benchfmt.Config {
 	add("kernel", strings.TrimSpace(e.Kernel+" "+e.KernelRelease))
 	add("iptables", e.IPTablesVersion)
 	add("nft", e.NFTVersion)
+	add("tools", e.Tools)
 	if e.Cores > 0 {
 		add("cores", strconv.Itoa(e.Cores))
 	}

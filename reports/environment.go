@@ -20,7 +20,8 @@ import (
 )
 
 // CollectEnvironment describes the machine this process runs on: uname, the versions
-// `iptables --version` and `nft --version` print, runtime.NumCPU, MemTotal from
+// `iptables --version`, `iptables-restore --version` and `nft --version` print (the
+// host's: SetTools replaces them when the backends run a tool root), runtime.NumCPU, MemTotal from
 // /proc/meminfo, the build's commit and Go version. It only reads: it runs no tool that
 // changes anything, and it never fails (what cannot be read is left empty). The tools
 // are run with a 5 s timeout each.
@@ -43,6 +44,7 @@ func CollectEnvironment(ctx context.Context) Environment {
 	env.Hostname, _ = os.Hostname()
 	env.IPTablesVersion = toolVersion(ctx, "iptables", "--version")
 	env.NFTVersion = toolVersion(ctx, "nft", "--version")
+	env.IPTablesRestoreVersion = toolVersion(ctx, "iptables-restore", "--version")
 	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
 		env.MemoryBytes = memTotal(data)
 	}
@@ -60,6 +62,22 @@ func CollectEnvironment(ctx context.Context) Environment {
 		}
 	}
 	return env
+}
+
+// SetTools records the userspace tools the backends run: spec ("host" or
+// "debian:trixie"), the root directory ("" for the host's) and, for a root, the first
+// lines of its tools' --version keyed by tool name ("nft", "iptables",
+// "iptables-restore"), which replace the host's that CollectEnvironment read: a tool
+// missing from versions is left empty, so that no figure is credited to the host's tools
+// by mistake. With no root the host's versions stay.
+func (e *Environment) SetTools(spec, root string, versions map[string]string) {
+	e.Tools, e.ToolRoot = spec, root
+	if root == "" {
+		return
+	}
+	e.NFTVersion = versions["nft"]
+	e.IPTablesVersion = versions["iptables"]
+	e.IPTablesRestoreVersion = versions["iptables-restore"]
 }
 
 // buildCommit is the commit stamped by the Makefile, else the one the Go toolchain

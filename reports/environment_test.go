@@ -51,3 +51,28 @@ func TestAccelerator(t *testing.T) {
 		assert.Equal(t, tt.want, accelerator([]byte(tt.cpuinfo)), tt.name)
 	}
 }
+
+// TestSetTools: a tool root's versions replace the host's, a missing one is left empty
+// (never the host's), and the host's stay without a root.
+func TestSetTools(t *testing.T) {
+	host := Environment{NFTVersion: "nftables v1.0.6", IPTablesVersion: "iptables v1.8.9 (nf_tables)", IPTablesRestoreVersion: "iptables-restore v1.8.9 (nf_tables)"}
+	tests := []struct {
+		name, spec, root string
+		versions         map[string]string
+		want             Environment
+	}{
+		{"host keeps the host's", "host", "", nil,
+			Environment{NFTVersion: "nftables v1.0.6", IPTablesVersion: "iptables v1.8.9 (nf_tables)", IPTablesRestoreVersion: "iptables-restore v1.8.9 (nf_tables)", Tools: "host"}},
+		{"root replaces", "debian:trixie", "/r", map[string]string{"nft": "nftables v1.1.3", "iptables": "iptables v1.8.11 (nf_tables)", "iptables-restore": "iptables-restore v1.8.11 (nf_tables)"},
+			Environment{NFTVersion: "nftables v1.1.3", IPTablesVersion: "iptables v1.8.11 (nf_tables)", IPTablesRestoreVersion: "iptables-restore v1.8.11 (nf_tables)", Tools: "debian:trixie", ToolRoot: "/r"}},
+		{"a version the root lacks is empty", "debian:trixie", "/r", map[string]string{"nft": "nftables v1.1.3"},
+			Environment{NFTVersion: "nftables v1.1.3", Tools: "debian:trixie", ToolRoot: "/r"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := host
+			e.SetTools(tt.spec, tt.root, tt.versions)
+			assert.Equal(t, tt.want, e)
+		})
+	}
+}

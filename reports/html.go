@@ -52,7 +52,7 @@ nav a { margin-right: 1em; }
 <h1>kpbench report: {{.Title}}</h1>
 <p class="muted">{{.Meta}}</p>
 {{if .IPVSNote}}<p class="note"><b>IPVS is deprecated.</b> {{.IPVSNote}}</p>{{end}}
-{{if .Multi}}<nav>Sections: {{range .Sections}}<a href="#{{.ID}}">{{.Heading}}</a>{{end}}{{if .Kernels}}<a href="#kernels">kernel against kernel</a>{{end}}<a href="#tables">tables</a></nav>{{end}}
+{{if .Multi}}<nav>Sections: {{range .Sections}}<a href="#{{.ID}}">{{.Heading}}</a>{{end}}{{range .Comparisons}}<a href="#{{.ID}}">{{.Noun}} against {{.Noun}}</a>{{end}}<a href="#tables">tables</a></nav>{{end}}
 {{range .Sections}}
 <section id="{{.ID}}">
 {{if $.Multi}}<h2>{{.Heading}}</h2>{{end}}
@@ -80,11 +80,11 @@ Figures compare only backends measured here, on this kernel, by the direction of
 {{end}}</table>{{end}}
 </section>
 {{end}}
-{{if .Kernels}}<h2 id="kernels">Kernel against kernel</h2>
-{{range .Kernels}}<h3>{{.Scenario}}, {{.Label}}</h3>
-<p class="muted">The same scenario on each kernel; a row compares kernels for one backend at one size (ratios between kernels only).</p>
+{{range .Comparisons}}<h2 id="{{.ID}}">{{.Title}}</h2>
+{{$noun := .Noun}}{{$plural := .Plural}}{{range .Items}}<h3>{{.Scenario}}, {{.Label}}</h3>
+<p class="muted">The same scenario on each of the {{$plural}}; a row compares them for one backend at one size (ratios between {{$plural}} only).</p>
 <table>
-<tr><th>figure</th><th>Services</th><th>backend</th>{{range .Kernels}}<th>{{.}}</th>{{end}}<th>best kernel</th></tr>
+<tr><th>figure</th><th>Services</th><th>backend</th>{{range .Kernels}}<th>{{.}}</th>{{end}}<th>best {{$noun}}</th></tr>
 {{range .Rows}}<tr><td>{{.Question}}</td><td class="num">{{.Size}}</td><td>{{.Backend}}</td>{{range .Cells}}<td class="num{{if .Best}} best{{end}}">{{.Text}}</td>{{end}}<td>{{.Verdict}}</td></tr>
 {{end}}</table>
 {{end}}{{end}}
@@ -180,6 +180,12 @@ type htmlKernels struct {
 	Rows            []htmlKernelRow
 }
 
+// htmlAxis is every comparison along one axis (kernels, tools).
+type htmlAxis struct {
+	ID, Title, Noun, Plural string
+	Items                   []htmlKernels
+}
+
 type htmlData struct {
 	// FontFace embeds the charts' font once, so that their inline SVG text is drawn
 	// with the metrics it was laid out with, on any machine.
@@ -188,7 +194,28 @@ type htmlData struct {
 	Multi                 bool
 	Factor                int
 	Sections              []htmlSection
-	Kernels               []htmlKernels
+	Comparisons           []htmlAxis
+}
+
+// htmlComparison renders one comparison along an axis: a row per question, size and
+// backend, a cell per column, the best column and by how much.
+func htmlComparison(kc kernelComparison) htmlKernels {
+	hk := htmlKernels{Scenario: kc.Scenario, Label: kc.Label, Kernels: kc.Kernels}
+	for _, row := range kc.Rows {
+		hr := htmlKernelRow{Question: row.Question, Size: row.Size, Backend: row.Backend, Verdict: "—"}
+		for i, v := range row.Values {
+			c := htmlKernelCell{Text: "—"}
+			if v != nil {
+				c = htmlKernelCell{Text: formatValue(v.Value, v.Unit), Best: i == row.Best}
+			}
+			hr.Cells = append(hr.Cells, c)
+		}
+		if row.Best >= 0 {
+			hr.Verdict = fmt.Sprintf("%s, %s %s than the worst", kc.Kernels[row.Best], ratioString(row.Ratio), comparative(row.Unit, directionOf(row.Question)))
+		}
+		hk.Rows = append(hk.Rows, hr)
+	}
+	return hk
 }
 
 // shownOutliers is how many outliers a section lists above its charts.
@@ -233,23 +260,15 @@ func writeHTMLReport(w io.Writer, secs []section, palette []string) error {
 		}
 		d.Sections = append(d.Sections, hs)
 	}
-	for _, kc := range kernelComparisons(srcs) {
-		hk := htmlKernels{Scenario: kc.Scenario, Label: kc.Label, Kernels: kc.Kernels}
-		for _, row := range kc.Rows {
-			hr := htmlKernelRow{Question: row.Question, Size: row.Size, Backend: row.Backend, Verdict: "—"}
-			for i, v := range row.Values {
-				c := htmlKernelCell{Text: "—"}
-				if v != nil {
-					c = htmlKernelCell{Text: formatValue(v.Value, v.Unit), Best: i == row.Best}
-				}
-				hr.Cells = append(hr.Cells, c)
-			}
-			if row.Best >= 0 {
-				hr.Verdict = fmt.Sprintf("%s, %s %s than the worst", kc.Kernels[row.Best], ratioString(row.Ratio), comparative(row.Unit, directionOf(row.Question)))
-			}
-			hk.Rows = append(hk.Rows, hr)
+	for _, kcs := range [][]kernelComparison{kernelComparisons(srcs), toolsComparisons(srcs)} {
+		if len(kcs) == 0 {
+			continue
 		}
-		d.Kernels = append(d.Kernels, hk)
+		ax := htmlAxis{ID: kcs[0].Axis.ID, Title: kcs[0].Axis.Title, Noun: kcs[0].Axis.Noun, Plural: kcs[0].Axis.Plural}
+		for _, kc := range kcs {
+			ax.Items = append(ax.Items, htmlComparison(kc))
+		}
+		d.Comparisons = append(d.Comparisons, ax)
 	}
 	var buf bytes.Buffer
 	if err := tmpl.Execute(&buf, d); err != nil {
@@ -497,7 +516,9 @@ func envRows(e Environment) [][2]string {
 	return [][2]string{
 		{"kernel", strings.TrimSpace(e.Kernel + " " + e.KernelRelease)},
 		{"iptables", e.IPTablesVersion},
+		{"iptables-restore", e.IPTablesRestoreVersion},
 		{"nft", e.NFTVersion},
+		{"tools", joinNonEmpty(" ", e.Tools, e.ToolRoot)},
 		{"cores", cores},
 		{"memory", mem},
 		{"accelerator", e.Accelerator},

@@ -81,8 +81,15 @@ type section struct {
 
 // envLabel describes where results ran, for headings: "emulated (TCG), Linux
 // 6.1.0-57-amd64, 2 cores".
+//
+// Results that say which tools they ran (Environment.Tools) name them last: "tools
+// debian:trixie (nft v1.1.3, iptables v1.8.11)".
 func envLabel(e Environment) string {
-	return joinNonEmpty(", ", acceleratorLabel(e.Accelerator), strings.TrimSpace(e.Kernel+" "+e.KernelRelease), coresLabel(e.Cores))
+	tools := ""
+	if e.Tools != "" {
+		tools = "tools " + toolsLabel(e)
+	}
+	return joinNonEmpty(", ", acceleratorLabel(e.Accelerator), strings.TrimSpace(e.Kernel+" "+e.KernelRelease), coresLabel(e.Cores), tools)
 }
 
 func coresLabel(n int) string {
@@ -110,8 +117,8 @@ func acceleratorLabel(a string) string {
 
 var nonID = regexp.MustCompile(`[^a-z0-9.]+`)
 
-// sectionsOf names the sources' sections uniquely from their accelerator, kernel and
-// scenario.
+// sectionsOf names the sources' sections uniquely from their accelerator, kernel, tools
+// (unless the host's) and scenario.
 func sectionsOf(srcs []Source) []section {
 	out := make([]section, len(srcs))
 	if len(srcs) == 1 {
@@ -125,7 +132,11 @@ func sectionsOf(srcs []Source) []section {
 		if f := strings.Fields(release); len(f) > 0 {
 			release = f[0] // "6.1.0-57-amd64 (microVM kernel 6.1.0-57)"
 		}
-		id := strings.Trim(nonID.ReplaceAllString(strings.ToLower(cmpOr(e.Accelerator, "native")+"-"+release+"-"+s.Results.Scenario), "-"), "-")
+		tools := ""
+		if t := toolsSpec(e); t != "host" {
+			tools = t + "-"
+		}
+		id := strings.Trim(nonID.ReplaceAllString(strings.ToLower(cmpOr(e.Accelerator, "native")+"-"+release+"-"+tools+s.Results.Scenario), "-"), "-")
 		if id == "" {
 			id = "run"
 		}
@@ -138,22 +149,83 @@ func sectionsOf(srcs []Source) []section {
 	return out
 }
 
-// kernelComparison is one scenario run on several kernels: every question, backend and
-// size across the kernels.
+// envAxis is what an environment comparison varies between its sources: the kernel (a
+// kernel matrix) or the userspace tools (--tools host and --tools debian:trixie).
+type envAxis struct {
+	// ID is the comparison's anchor in report.html, Title its heading, Noun what a column
+	// is ("kernel", "tools") and Plural several of them.
+	ID, Title, Noun, Plural string
+	// column is the axis's value for an environment (a column's heading); same is what
+	// must be equal for two sources to be compared along the axis.
+	column, same func(Environment) string
+}
+
+// kernelAxis compares kernels with the same accelerator and tools.
+var kernelAxis = envAxis{
+	ID: "kernels", Title: "Kernel against kernel", Noun: "kernel", Plural: "kernels",
+	column: func(e Environment) string { return e.KernelRelease },
+	same:   func(e Environment) string { return e.Accelerator + "|" + toolsSpec(e) },
+}
+
+// toolsAxis compares sets of tools on the same kernel and accelerator.
+var toolsAxis = envAxis{
+	ID: "tools", Title: "Tools against tools", Noun: "tools", Plural: "sets of tools",
+	column: toolsLabel,
+	same:   func(e Environment) string { return e.Accelerator + "|" + e.KernelRelease },
+}
+
+// toolsSpec is the --tools value results ran with ("host" for results written before the
+// field existed: they ran the host's).
+func toolsSpec(e Environment) string { return cmpOr(e.Tools, "host") }
+
+// toolsLabel names the tools of an environment with their versions: "debian:trixie (nft
+// v1.1.3, iptables v1.8.11)".
+func toolsLabel(e Environment) string {
+	v := joinNonEmpty(", ", prefixed("nft ", versionWord(e.NFTVersion)), prefixed("iptables ", versionWord(e.IPTablesVersion)))
+	if v == "" {
+		return toolsSpec(e)
+	}
+	return toolsSpec(e) + " (" + v + ")"
+}
+
+// versionWord is the first word of a --version line that starts with v and a digit
+// ("v1.0.6" of "nftables v1.0.6 (Lester Gooch #5)"), else the whole line.
+func versionWord(line string) string {
+	for _, w := range strings.Fields(line) {
+		if len(w) > 1 && w[0] == 'v' && w[1] >= '0' && w[1] <= '9' {
+			return w
+		}
+	}
+	return line
+}
+
+func prefixed(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
+}
+
+// kernelComparison is one scenario run in several environments that differ along one
+// axis (kernels, or tools): every question, backend and size across them.
 type kernelComparison struct {
 	Scenario string
-	// Label says how the kernels ran ("emulated (TCG)").
-	Label   string
+	// Axis is what differs between the columns.
+	Axis envAxis
+	// Label says how the kernels ran ("emulated (TCG)"), and for the tools axis on which
+	// kernel.
+	Label string
+	// Kernels are the columns: the axis's values (kernel releases, or tools labels).
 	Kernels []string
 	Rows    []kernelRow
 }
 
-// kernelRow is one question on one backend at one size, across kernels.
+// kernelRow is one question on one backend at one size, across the columns.
 type kernelRow struct {
 	Question, Backend, Size string
-	// Values per kernel, in Kernels order (nil: not measured on that kernel).
+	// Values per column, in Kernels order (nil: not measured there).
 	Values []*standing
-	// Best is the index of the best kernel, -1 when fewer than two have a figure or the
+	// Best is the index of the best column, -1 when fewer than two have a figure or the
 	// figure has no direction; Ratio how much better it is than the worst.
 	Best  int
 	Ratio float64
@@ -162,34 +234,52 @@ type kernelRow struct {
 
 // kernelComparisons finds the scenarios run on two or more kernels among srcs and
 // compares, for each, kernel against kernel for the same backend and size: ratios are
-// taken between kernels, never between backends or across accelerators.
+// taken between kernels, never between backends or across accelerators or tools.
 func kernelComparisons(srcs []Source) []kernelComparison {
+	return envComparisons(srcs, kernelAxis)
+}
+
+// toolsComparisons finds the scenarios run with two or more sets of tools on one kernel
+// and compares tools against tools for the same backend and size.
+func toolsComparisons(srcs []Source) []kernelComparison {
+	return envComparisons(srcs, toolsAxis)
+}
+
+// envComparisons groups srcs by scenario and by what the axis keeps the same, and
+// compares, in each group whose sources all differ along the axis (two or more), column
+// against column for the same backend and size.
+func envComparisons(srcs []Source, axis envAxis) []kernelComparison {
 	type group struct {
-		scenario, accel string
-		srcs            []Source
+		scenario, same string
+		srcs           []Source
 	}
 	var groups []*group
 	for _, s := range srcs {
-		e := s.Results.Environment
-		i := slices.IndexFunc(groups, func(g *group) bool { return g.scenario == s.Results.Scenario && g.accel == e.Accelerator })
+		same := axis.same(s.Results.Environment)
+		i := slices.IndexFunc(groups, func(g *group) bool { return g.scenario == s.Results.Scenario && g.same == same })
 		if i < 0 {
-			groups = append(groups, &group{scenario: s.Results.Scenario, accel: e.Accelerator})
+			groups = append(groups, &group{scenario: s.Results.Scenario, same: same})
 			i = len(groups) - 1
 		}
 		groups[i].srcs = append(groups[i].srcs, s)
 	}
 	var out []kernelComparison
 	for _, g := range groups {
-		var kernels []string
+		var cols []string
 		for _, s := range g.srcs {
-			if k := s.Results.Environment.KernelRelease; !slices.Contains(kernels, k) {
-				kernels = append(kernels, k)
+			if k := axis.column(s.Results.Environment); !slices.Contains(cols, k) {
+				cols = append(cols, k)
 			}
 		}
-		if len(kernels) < 2 || len(kernels) != len(g.srcs) {
+		if len(cols) < 2 || len(cols) != len(g.srcs) {
 			continue
 		}
-		kc := kernelComparison{Scenario: g.scenario, Label: acceleratorLabel(g.accel), Kernels: kernels}
+		e := g.srcs[0].Results.Environment
+		label := acceleratorLabel(e.Accelerator)
+		if axis.ID == toolsAxis.ID {
+			label = joinNonEmpty(", ", label, strings.TrimSpace(e.Kernel+" "+e.KernelRelease))
+		}
+		kc := kernelComparison{Scenario: g.scenario, Axis: axis, Label: label, Kernels: cols}
 		tables := make([]answersTable, len(g.srcs))
 		var sizes []string
 		for i, s := range g.srcs {
@@ -212,7 +302,7 @@ func kernelComparisons(srcs []Source) []kernelComparison {
 		for _, q := range questions {
 			for _, size := range sizes {
 				for _, b := range bs {
-					row := kernelRow{Question: q.Title, Backend: b, Size: size, Values: make([]*standing, len(kernels)), Best: -1}
+					row := kernelRow{Question: q.Title, Backend: b, Size: size, Values: make([]*standing, len(cols)), Best: -1}
 					better := NoDirection
 					n := 0
 					for ki, t := range tables {
@@ -299,7 +389,8 @@ const KEP5495Note = "kube-proxy's IPVS mode is being deprecated (KEP-5495): a fe
 
 // WriteMerged writes one report of several sources into dir: report.html, with a
 // labelled section per source (its answers, charts and tables; ratios only within a
-// section), kernel against kernel for a scenario run on several kernels, and every chart
+// section), kernel against kernel for a scenario run on several kernels, tools against
+// tools for a scenario run with several sets of tools on one kernel, and every chart
 // as plots/<section>-<name>.png and .svg. The sources' own files are not touched.
 func WriteMerged(dir string, srcs []Source) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {

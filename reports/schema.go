@@ -60,6 +60,16 @@ type Environment struct {
 	IPTablesVersion string `json:"iptablesVersion,omitempty"`
 	// NFTVersion is the first line of `nft --version`, e.g. "nftables v1.0.6 (Lester Gooch #5)".
 	NFTVersion string `json:"nftVersion,omitempty"`
+	// IPTablesRestoreVersion is the first line of `iptables-restore --version`,
+	// e.g. "iptables-restore v1.8.9 (nf_tables)".
+	IPTablesRestoreVersion string `json:"iptablesRestoreVersion,omitempty"`
+	// Tools names the userspace tools the backends ran (--tools): "host", or a prepared
+	// root such as "debian:trixie"; empty in results written before --tools existed (the
+	// host's). The three versions above are those of these tools, read as the backends
+	// run them.
+	Tools string `json:"tools,omitempty"`
+	// ToolRoot is the root directory of Tools ("" for the host's tools).
+	ToolRoot string `json:"toolRoot,omitempty"`
 	// Cores is the number of CPUs the process may use (runtime.NumCPU).
 	Cores int `json:"cores"`
 	// MemoryBytes is MemTotal from /proc/meminfo, in bytes.

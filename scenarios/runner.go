@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"kpbench.dev/kpbench/backends/all"
+	"kpbench.dev/kpbench/internal/toolroot"
 	"kpbench.dev/kpbench/lab/controlplane"
 	"kpbench.dev/kpbench/lab/manifest"
 	"kpbench.dev/kpbench/reports"
@@ -48,6 +49,10 @@ type RunOptions struct {
 	// WaitTimeout bounds a wait {synced} step that sets no timeout of its own (0:
 	// DefaultWaitTimeout).
 	WaitTimeout time.Duration
+	// Tools are the userspace tools every backend runs (all.Settings.ToolRoot): the
+	// host's (the zero value) or a prepared root (`kpbench tools prepare`). The results'
+	// environment records them and the versions of the tools they hold.
+	Tools toolroot.Root
 }
 
 // ModeBackend maps a KubeProxyConfiguration mode to the backend that implements it
@@ -89,6 +94,9 @@ func Run(ctx context.Context, sc *Scenario, o RunOptions) (*reports.Results, err
 	res := &reports.Results{
 		SchemaVersion: reports.SchemaVersion, Environment: reports.CollectEnvironment(ctx),
 		Scenario: sc.Name, Started: time.Now(),
+	}
+	if err := RecordTools(ctx, &res.Environment, o.Tools); err != nil {
+		o.Progress.Note("", err.Error())
 	}
 	var errs []error
 	for _, b := range o.Backends {
@@ -132,6 +140,7 @@ func (s *Session) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	opts.Settings.ToolRoot = s.opts.Tools.ChrootDir()
 	if f, _ := all.Lookup(s.Backend); opts.Settings.IPTablesWholeTableCache && f.Caps.WholeTableCache {
 		s.results.Label(s.Backend, LabelIPTablesCache, "whole-table")
 	}

@@ -19,7 +19,7 @@ import (
 // by tool: the userspace tools the backends and node states run.
 func VersionCommands() map[string]netns.Command {
 	out := map[string]netns.Command{}
-	for _, t := range []string{"nft", "iptables", "ipset", "conntrack", "ipvsadm"} {
+	for _, t := range []string{"nft", "iptables", "iptables-restore", "ipset", "conntrack", "ipvsadm"} {
 		out[t] = netns.Command{Path: t, Args: []string{"--version"}}
 	}
 	return out

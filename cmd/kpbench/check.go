@@ -24,6 +24,7 @@ func newCheckCmd() *cobra.Command {
 	var backend, output string
 	var nodes, clients int
 	var kube *kubeTarget
+	var tools *toolsFlag
 	cmd := &cobra.Command{
 		Use:   "check FILE... [--backend B] [-o json]",
 		Short: "Check with real traffic that every path of every Service in the manifests works",
@@ -51,6 +52,9 @@ Exit status: 0 all paths pass, 1 a path failed, 2 bad input, 3 the bench failed.
 			if err := all.Validate(backend); err != nil {
 				return badInput("--backend: %v", err)
 			}
+			if err := tools.check([]string{backend}); err != nil {
+				return err
+			}
 			if output != "table" && output != "json" {
 				return badInput("-o %q: allowed values are table, json", output)
 			}
@@ -71,6 +75,7 @@ Exit status: 0 all paths pass, 1 a path failed, 2 bad input, 3 the bench failed.
 				Lab:       lab.Config{Name: "chk" + randomID(4), Nodes: nodes, Clients: clients},
 				Backend:   backend,
 				ProbePods: true,
+				Settings:  all.Settings{ToolRoot: tools.Dir()},
 			})
 			if err != nil {
 				return err
@@ -107,6 +112,7 @@ Exit status: 0 all paths pass, 1 a path failed, 2 bad input, 3 the bench failed.
 	cmd.Flags().IntVar(&nodes, "nodes", 2, "nodes in the lab")
 	cmd.Flags().IntVar(&clients, "clients", 1, "external clients in the lab (at least 1)")
 	kube = addKubeconfigFlags(cmd)
+	tools = addToolsFlag(cmd)
 	return cmd
 }
 

@@ -17,6 +17,7 @@ func newConformCmd() *cobra.Command {
 	var backend, out, dir, cases string
 	var waitTimeout time.Duration
 	var kube *kubeTarget
+	var tools *toolsFlag
 	cmd := &cobra.Command{
 		Use:   "conform [--backend B[,B...]|all|ours] [--out DIR] [--cases GLOB] [--dir SUITE]",
 		Short: "Run the conformance suite (kube-proxy's e2e behaviours) on each backend",
@@ -45,6 +46,9 @@ Exit status: 0 every case passed (or xfail/xpass/skip), 1 a case failed, 2 bad i
 			if err != nil {
 				return err
 			}
+			if err := tools.check(backends); err != nil {
+				return err
+			}
 			if err := conformance.Exists(dir); err != nil {
 				return usageError{fmt.Errorf("%w (run from the repository root or set --dir)", err)}
 			}
@@ -58,7 +62,7 @@ Exit status: 0 every case passed (or xfail/xpass/skip), 1 a case failed, 2 bad i
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return fmt.Errorf("conform: %w", err)
 			}
-			rep, runErr := conformance.Run(cmd.Context(), suite, conformance.Options{Backends: backends, Progress: cmd.ErrOrStderr(), StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout})
+			rep, runErr := conformance.Run(cmd.Context(), suite, conformance.Options{Backends: backends, Progress: cmd.ErrOrStderr(), StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Tools: tools.Root()})
 			if rep == nil {
 				return runErr
 			}
@@ -82,6 +86,7 @@ Exit status: 0 every case passed (or xfail/xpass/skip), 1 a case failed, 2 bad i
 	cmd.Flags().StringVar(&out, "out", "", "results directory (default out/<time>-conformance)")
 	cmd.Flags().StringVar(&cases, "cases", "*", "run only the cases whose name matches this glob")
 	addWaitTimeoutFlag(cmd, &waitTimeout, os.Getenv)
+	tools = addToolsFlag(cmd)
 	cmd.Flags().StringVar(&dir, "dir", conformance.DefaultDir, "the suite's directory (relative to the working directory)")
 	kube = addKubeconfigFlags(cmd)
 	return cmd

@@ -46,6 +46,7 @@ func newRunCmd() *cobra.Command {
 	var backend, out string
 	var waitTimeout time.Duration
 	var kube *kubeTarget
+	var tools *toolsFlag
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO [--backend B[,B...]|all|ours] [--out DIR]",
 		Short: "Run a scenario on one or more backends and write its results and report",
@@ -79,6 +80,9 @@ Exit status: 0 every expectation held, 1 an expectation failed, 2 bad input, 3 t
 			if err := sc.ValidateFor(scenarios.ValidationOptions{Backends: backends, Facts: scenarios.RegistryFacts{}}); err != nil {
 				return usageError{err}
 			}
+			if err := tools.check(backends); err != nil {
+				return err
+			}
 			for _, w := range sc.Warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}
@@ -88,7 +92,7 @@ Exit status: 0 every expectation held, 1 an expectation failed, 2 bad input, 3 t
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}
-			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Facts: scenarios.RegistryFacts{}, Progress: scenarios.LineProgress{W: cmd.ErrOrStderr()}, MetricsDir: out, StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout})
+			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Facts: scenarios.RegistryFacts{}, Progress: scenarios.LineProgress{W: cmd.ErrOrStderr()}, MetricsDir: out, StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Tools: tools.Root()})
 			if res != nil {
 				files, err := reports.WriteAll(out, res)
 				if err != nil {
@@ -110,5 +114,6 @@ Exit status: 0 every expectation held, 1 an expectation failed, 2 bad input, 3 t
 	cmd.Flags().StringVar(&out, "out", "", "results directory (default out/<time>-<scenario>)")
 	addWaitTimeoutFlag(cmd, &waitTimeout, os.Getenv)
 	kube = addKubeconfigFlags(cmd)
+	tools = addToolsFlag(cmd)
 	return cmd
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"kpbench.dev/kpbench/backends/all"
+	"kpbench.dev/kpbench/internal/toolroot"
 	"kpbench.dev/kpbench/reports"
 	"kpbench.dev/kpbench/scenarios"
 )
@@ -99,6 +100,9 @@ type Options struct {
 	// WaitTimeout bounds the wait steps that set no timeout
 	// (scenarios.RunOptions.WaitTimeout).
 	WaitTimeout time.Duration
+	// Tools are the userspace tools the backends run (scenarios.RunOptions.Tools; the
+	// zero value: the host's).
+	Tools toolroot.Root
 }
 
 // Result is one case on one backend.
@@ -124,6 +128,8 @@ type Report struct {
 	Results []Result
 	// Started and Finished bound the run.
 	Started, Finished time.Time
+	// Tools are the userspace tools the backends ran (Options.Tools).
+	Tools toolroot.Root
 }
 
 // Get returns the result of a case on a backend.
@@ -156,7 +162,7 @@ func Run(ctx context.Context, suite []*scenarios.Scenario, o Options) (*Report, 
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	rep := &Report{Backends: o.Backends, Started: time.Now()}
+	rep := &Report{Backends: o.Backends, Started: time.Now(), Tools: o.Tools}
 	for _, sc := range suite {
 		rep.Cases = append(rep.Cases, sc.Name)
 	}
@@ -164,7 +170,7 @@ func Run(ctx context.Context, suite []*scenarios.Scenario, o Options) (*Report, 
 		if err := all.Validate(b); err != nil {
 			return nil, err
 		}
-		if why := Preflight(ctx, b); why != "" {
+		if why := Preflight(ctx, b, o.Tools); why != "" {
 			for _, sc := range suite {
 				rep.Results = append(rep.Results, Result{Case: sc.Name, Description: sc.Description, Backend: b, Outcome: Skip, Reason: why})
 			}
@@ -191,14 +197,14 @@ steps:
 - wait: {synced: true, timeout: 30s}
 `
 
-// Preflight returns why backend cannot run on this machine ("" when it can): it builds a
-// one-node lab with that backend and waits for its first sync.
-func Preflight(ctx context.Context, backend string) string {
+// Preflight returns why backend cannot run on this machine with tools ("" when it can):
+// it builds a one-node lab with that backend and waits for its first sync.
+func Preflight(ctx context.Context, backend string, tools toolroot.Root) string {
 	sc, err := scenarios.ParseScenario("preflight", []byte(preflightScenario), "")
 	if err != nil {
 		return "preflight scenario: " + err.Error()
 	}
-	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: scenarios.LineProgress{}})
+	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: scenarios.LineProgress{}, Tools: tools})
 	if err != nil {
 		return "cannot run here: " + firstLine(err.Error())
 	}
@@ -212,7 +218,7 @@ func Preflight(ctx context.Context, backend string) string {
 // account; o's Backends are not used.
 func RunCase(ctx context.Context, sc *scenarios.Scenario, backend string, o Options) Result {
 	start := time.Now()
-	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: scenarios.LineProgress{W: o.Progress}, StateDir: o.StateDir, WaitTimeout: o.WaitTimeout})
+	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: scenarios.LineProgress{W: o.Progress}, StateDir: o.StateDir, WaitTimeout: o.WaitTimeout, Tools: o.Tools})
 	out := Result{Case: sc.Name, Description: sc.Description, Backend: backend, Outcome: Pass, Duration: time.Since(start)}
 	if res != nil {
 		out.Steps = res.Cases
@@ -303,6 +309,7 @@ func (r *Report) ReportResults(ctx context.Context) *reports.Results {
 		SchemaVersion: reports.SchemaVersion, Environment: reports.CollectEnvironment(ctx),
 		Scenario: "conformance", Started: r.Started, Finished: r.Finished,
 	}
+	_ = scenarios.RecordTools(ctx, &res.Environment, r.Tools) // a version not read is left empty
 	for _, x := range r.Results {
 		c := reports.Case{Name: x.Case, Backend: x.Backend, Reason: x.Reason, Duration: x.Duration}
 		if x.Description != "" {
