@@ -16,6 +16,7 @@ import (
 func newConformCmd() *cobra.Command {
 	var backend, out, dir, cases string
 	var waitTimeout time.Duration
+	var allowSkip bool
 	cmd := &cobra.Command{
 		Use:   "conform [--backend B[,B...]|all|ours] [--out DIR] [--cases GLOB] [--dir SUITE]",
 		Short: "Run the conformance suite (kube-proxy's e2e behaviours) on each backend",
@@ -27,11 +28,13 @@ prints a case × backend matrix and writes DIR/junit.xml and DIR/results.json; f
 failed step, the nodes' state right after it (rule dumps, IPVS's connection table,
 conntrack's flows) goes to DIR/state/<case>-<backend>-step<N>.txt.
 
-A backend that cannot run on this machine is skipped with the reason. A scenario's
-knownFailures turn a failure on the backends it names into xfail (and a pass into xpass).
+A backend that cannot run on this machine (no IPVS, a restore binary missing or failing)
+has its cases skipped with the reason, and a skip is not a pass: conform exits 1 unless
+--allow-skip. A step's knownFailure turns its failure on the backends it names into xfail
+(and its pass into xpass, shown in the matrix and in junit.xml's system-out).
 
-Exit status: 0 every case passed (or xfail/xpass/skip), 1 a case failed, 2 bad input,
-3 the bench failed.`,
+Exit status: 0 every case × backend passed, xfailed or xpassed (or skipped, with
+--allow-skip), 1 a case failed or was skipped, 2 bad input, 3 the bench failed.`,
 		Example: `  kpbench conform
   kpbench conform --backend iptables,nftables --cases 'session-affinity-*' --out out/conform`,
 		Args:    cobra.NoArgs,
@@ -68,8 +71,8 @@ Exit status: 0 every case passed (or xfail/xpass/skip), 1 a case failed, 2 bad i
 			if runErr != nil {
 				return runErr
 			}
-			if rep.Failed() {
-				return failedError{"some conformance cases failed (see junit.xml)"}
+			if v := rep.Verdict(allowSkip); v != "" {
+				return failedError{"conform: " + v + " (see junit.xml)"}
 			}
 			return nil
 		},
@@ -77,6 +80,7 @@ Exit status: 0 every case passed (or xfail/xpass/skip), 1 a case failed, 2 bad i
 	cmd.Flags().StringVar(&backend, "backend", "all", "backends to run, comma-separated, all (every backend that runs on this machine) or ours (all but upstream kube-proxy)")
 	cmd.Flags().StringVar(&out, "out", "", "results directory (default out/<time>-conformance)")
 	cmd.Flags().StringVar(&cases, "cases", "*", "run only the cases whose name matches this glob")
+	cmd.Flags().BoolVar(&allowSkip, "allow-skip", false, "exit 0 when a backend cannot run here and its cases are skipped (still printed)")
 	addWaitTimeoutFlag(cmd, &waitTimeout, os.Getenv)
 	cmd.Flags().StringVar(&dir, "dir", conformance.DefaultDir, "the suite's directory (relative to the working directory)")
 	return cmd

@@ -7,7 +7,8 @@
 // xpass (a declared failure that did not happen).
 //
 // Every other step of a scenario must hold for its case to pass. A backend that cannot
-// even run an empty lab on this machine is skipped with the reason, never a crash.
+// even run an empty lab on this machine is skipped with the reason, never a crash; a skip
+// is not a pass (Report.Unmet), unless the caller allows skips.
 package conformance
 
 import (
@@ -136,14 +137,56 @@ func (r *Report) Get(name, backend string) (Result, bool) {
 	return Result{}, false
 }
 
-// Failed reports whether any case failed (xfail, xpass and skip do not count).
-func (r *Report) Failed() bool {
+// Unmet returns the results a gate must not accept: every case × backend that did not
+// pass, xfail or xpass. A skip (the backend cannot run here) is unmet unless allowSkip:
+// a suite that checked nothing has not passed. An xpass is met (the declared failure did
+// not happen) but is reported in the matrix and junit.xml, so the stale declaration is seen.
+func (r *Report) Unmet(allowSkip bool) []Result {
+	var out []Result
 	for _, res := range r.Results {
-		if res.Outcome == Fail {
-			return true
+		switch {
+		case res.Outcome == Pass, res.Outcome == XFail, res.Outcome == XPass:
+		case res.Outcome == Skip && allowSkip:
+		default:
+			out = append(out, res)
 		}
 	}
-	return false
+	return out
+}
+
+// Failed reports whether any case failed or was skipped (Unmet without skips allowed).
+func (r *Report) Failed() bool { return len(r.Unmet(false)) > 0 }
+
+// Verdict says why the report does not pass a gate ("" when it does: every result is
+// pass, xfail or xpass, or skip when allowSkip): how many case × backend failed and how
+// many were skipped, with each skipped backend's reason once.
+func (r *Report) Verdict(allowSkip bool) string {
+	unmet := r.Unmet(allowSkip)
+	if len(unmet) == 0 {
+		return ""
+	}
+	var failed, skipped int
+	var reasons []string
+	seen := map[string]bool{}
+	for _, res := range unmet {
+		if res.Outcome != Skip {
+			failed++
+			continue
+		}
+		skipped++
+		if key := res.Backend + ": " + res.Reason; !seen[key] {
+			seen[key] = true
+			reasons = append(reasons, key)
+		}
+	}
+	var parts []string
+	if failed > 0 {
+		parts = append(parts, fmt.Sprintf("%d case × backend failed", failed))
+	}
+	if skipped > 0 {
+		parts = append(parts, fmt.Sprintf("%d case × backend not checked (%s; --allow-skip accepts skips)", skipped, strings.Join(reasons, "; ")))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Run runs every scenario on every backend. Each backend is first checked with an empty
@@ -203,6 +246,11 @@ func Preflight(ctx context.Context, backend string) string {
 		return "cannot run here: " + firstLine(err.Error())
 	}
 	if scenarios.Failed(res) {
+		for _, c := range res.Cases {
+			if c.Result == reports.CaseFail && c.Reason != "" {
+				return "cannot run here: the first sync failed: " + firstLine(c.Reason)
+			}
+		}
 		return "cannot run here: the first sync failed"
 	}
 	return ""
