@@ -18,7 +18,7 @@ func newConformCmd() *cobra.Command {
 	var waitTimeout time.Duration
 	var allowSkip bool
 	cmd := &cobra.Command{
-		Use:   "conform [--backend B[,B...]|all|ours] [--out DIR] [--cases GLOB] [--dir SUITE]",
+		Use:   "conform [--backend B[,B...]|all|ours] [--out DIR] [--cases GLOB[,GLOB...]] [--dir SUITE]",
 		Short: "Run the conformance suite (kube-proxy's e2e behaviours) on each backend",
 		Long: `conform runs every scenario of the conformance suite (one per kube-proxy e2e behaviour:
 basic and multiport endpoints, NodePort, session affinity, no endpoints, the headless and
@@ -79,7 +79,7 @@ Exit status: 0 every case × backend passed, xfailed or xpassed (or skipped, wit
 	}
 	cmd.Flags().StringVar(&backend, "backend", "all", "backends to run, comma-separated, all (every backend that runs on this machine) or ours (all but upstream kube-proxy)")
 	cmd.Flags().StringVar(&out, "out", "", "results directory (default out/<time>-conformance)")
-	cmd.Flags().StringVar(&cases, "cases", "*", "run only the cases whose name matches this glob")
+	cmd.Flags().StringVar(&cases, "cases", "*", "run only the cases whose name matches one of these comma-separated globs")
 	cmd.Flags().BoolVar(&allowSkip, "allow-skip", false, "exit 0 when a backend cannot run here and its cases are skipped (still printed)")
 	addWaitTimeoutFlag(cmd, &waitTimeout, os.Getenv)
 	cmd.Flags().StringVar(&dir, "dir", conformance.DefaultDir, "the suite's directory (relative to the working directory)")

@@ -50,15 +50,24 @@ const (
 )
 
 // Load reads the suite: every *.yaml file of dir (manifests/ holds no scenario), sorted by
-// scenario name, keeping those whose name matches the glob cases ("" or "*": all). Each
-// file is loaded and validated by scenarios.Load.
+// scenario name, keeping those whose name matches one of the comma-separated globs of
+// cases ("" or "*": all). Each file is loaded and validated by scenarios.Load; a glob that
+// matches no case is an error (a typo in a CI script's case list must not shrink it).
 func Load(dir, cases string) ([]*scenarios.Scenario, error) {
 	if cases == "" {
 		cases = "*"
 	}
-	if _, err := filepath.Match(cases, ""); err != nil {
-		return nil, fmt.Errorf("cases pattern %q: %w", cases, err)
+	globs := strings.Split(cases, ",")
+	for i, g := range globs {
+		globs[i] = strings.TrimSpace(g)
+		if _, err := filepath.Match(globs[i], ""); err != nil || globs[i] == "" {
+			if err == nil {
+				err = errors.New("empty pattern")
+			}
+			return nil, fmt.Errorf("cases pattern %q: %w", globs[i], err)
+		}
 	}
+	matched := make([]bool, len(globs))
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		return nil, err
@@ -74,15 +83,23 @@ func Load(dir, cases string) ([]*scenarios.Scenario, error) {
 			errs = append(errs, err)
 			continue
 		}
-		if ok, _ := filepath.Match(cases, sc.Name); ok {
+		keep := false
+		for i, g := range globs {
+			if ok, _ := filepath.Match(g, sc.Name); ok {
+				matched[i], keep = true, true
+			}
+		}
+		if keep {
 			out = append(out, sc)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no case of %s matches %q", dir, cases)
+	for i, g := range globs {
+		if !matched[i] {
+			return nil, fmt.Errorf("no case of %s matches %q", dir, g)
+		}
 	}
 	slices.SortFunc(out, func(a, b *scenarios.Scenario) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
@@ -207,7 +224,7 @@ func Run(ctx context.Context, suite []*scenarios.Scenario, o Options) (*Report, 
 		if err := all.Validate(b); err != nil {
 			return nil, err
 		}
-		if why := Preflight(ctx, b); why != "" {
+		if why := Preflight(ctx, b, o.WaitTimeout); why != "" {
 			for _, sc := range suite {
 				rep.Results = append(rep.Results, Result{Case: sc.Name, Description: sc.Description, Backend: b, Outcome: Skip, Reason: why})
 			}
@@ -235,20 +252,28 @@ steps:
 `
 
 // Preflight returns why backend cannot run on this machine ("" when it can): it builds a
-// one-node lab with that backend and waits for its first sync.
-func Preflight(ctx context.Context, backend string) string {
+// one-node lab with that backend and waits for its first sync, at most timeout (0:
+// scenarios.DefaultWaitTimeout), lab included. The bound matters: a backend whose every
+// sync fails (its restore binary missing or broken) would otherwise be waited for forever
+// while the lab starts; the reason then carries the last sync's error.
+func Preflight(ctx context.Context, backend string, timeout time.Duration) string {
 	sc, err := scenarios.ParseScenario("preflight", []byte(preflightScenario), "")
 	if err != nil {
 		return "preflight scenario: " + err.Error()
 	}
-	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: scenarios.LineProgress{}})
+	if timeout <= 0 {
+		timeout = scenarios.DefaultWaitTimeout
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := scenarios.Run(pctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: scenarios.LineProgress{}, WaitTimeout: timeout})
 	if err != nil {
-		return "cannot run here: " + firstLine(err.Error())
+		return "cannot run here: " + oneLine(err.Error())
 	}
 	if scenarios.Failed(res) {
 		for _, c := range res.Cases {
 			if c.Result == reports.CaseFail && c.Reason != "" {
-				return "cannot run here: the first sync failed: " + firstLine(c.Reason)
+				return "cannot run here: the first sync failed: " + oneLine(c.Reason)
 			}
 		}
 		return "cannot run here: the first sync failed"
@@ -275,9 +300,12 @@ func judge(sc *scenarios.Scenario, backend string, steps []reports.Case, runErr 
 	return sc.Judge(backend, steps, runErr)
 }
 
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i] + " ..."
+// oneLine joins an error's lines with "; " and bounds it to 400 bytes: a reason for the
+// matrix that still names the tool that failed.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ; ")), " ")
+	if len(s) > 400 {
+		s = s[:400] + " ..."
 	}
 	return s
 }

@@ -41,6 +41,9 @@ func TestLoadFilters(t *testing.T) {
 		{"glob", "session-affinity-*", []string{"session-affinity-clusterip", "session-affinity-nodeport", "session-affinity-switch", "session-affinity-timeout"}, ""},
 		{"exact", "hairpin", []string{"hairpin"}, ""},
 		{"no match", "nothing-*", nil, "no case"},
+		{"a list", "hairpin, nodeport", []string{"hairpin", "nodeport"}, ""},
+		{"a list with a typo", "hairpin,nodeprot", nil, `matches "nodeprot"`},
+		{"an empty item", "hairpin,", nil, "empty pattern"},
 		{"bad glob", "[", nil, "pattern"},
 	}
 	for _, tt := range tests {
