@@ -36,6 +36,10 @@ const (
 	// Info marks Services that get no proxy rules (headless, ExternalName): nothing to
 	// check, and that is expected.
 	Info Verdict = "info"
+	// Skip marks a path that could not be checked here (e.g. SCTP: the lab's echo servers
+	// speak TCP and UDP only). It is not a pass: `kpbench check` fails on it unless
+	// --allow-skip.
+	Skip Verdict = "skip"
 )
 
 // MinPValue is the chi-square p-value below which a selection is judged not to follow the
@@ -212,7 +216,7 @@ func checkPath(ctx context.Context, tb *testbed.Testbed, o Options, sp *backends
 		Target: p.target.String(), Protocol: string(sp.Protocol()), Counts: map[string]int{},
 	}
 	if sp.Protocol() != backends.TCP && sp.Protocol() != backends.UDP {
-		out.Verdict, out.Detail = Pass, "not checked: the lab's echo servers speak TCP and UDP only"
+		out.Verdict, out.Detail = Skip, "not checked: the lab's echo servers speak TCP and UDP only"
 		return out
 	}
 	pr, err := tb.Prober(p.from)
