@@ -147,7 +147,7 @@ func TestConformBackendCannotProgram(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("PATH", pathWithout(t, tt.missing, tt.stubs))
-			args := []string{"--dir", suite, "--backend", "iptables", "--cases", "hairpin", "--out", t.TempDir(), "--wait-timeout", "15s"}
+			args := []string{"--dir", suite, "--backend", "iptables", "--cases", "hairpin", "--out", t.TempDir(), "--wait-timeout", "10s"}
 			if tt.allowSkip {
 				args = append(args, "--allow-skip")
 			}
