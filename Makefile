@@ -12,7 +12,13 @@ FUZZTIME  ?= 10m
 COMMIT    := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X kpbench.dev/kpbench/internal/version.Commit=$(COMMIT)
 
-.PHONY: all deps test-deps vm-deps build test test-vm lint fmt bench scale soak clean fuzz upstream vm-ladder
+.PHONY: all deps test-deps vm-deps build test test-vm test-conformance test-full lint fmt bench scale soak clean fuzz upstream vm-ladder
+
+# The conformance cases make test runs on the kube-proxy reference and on ipvs in the
+# microVM (docs/ci.md, "What make test covers", says why these); make test-full runs all.
+CI_KUBE_PROXY_CASES ?= basic-endpoints,nodeport,session-affinity-clusterip
+CI_IPVS_CASES       ?= basic-endpoints,nodeport,session-affinity-clusterip,no-endpoints-rejected,external-traffic-policy-local,hairpin
+CONFORM_OUT         ?= out/test-conformance
 
 all: build
 
@@ -35,13 +41,33 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/kpbench
 
 ## test: vet, staticcheck and every test (privileged ones skip unless root), then the
-## IPVS tests inside the microVM (this kernel has no IPVS). Builds the upstream reference
+## IPVS tests inside the microVM (this kernel has no IPVS), then conformance on every
+## backend that runs here (make test-conformance). Builds the upstream reference
 ## binaries first (make upstream: 6-14 min cold, seconds warm) so that the tests against
 ## kube-proxy itself run too.
 test: test-deps build lint upstream
 	$(GO) test $(TEST_FLAGS) ./...
 	$(MAKE) fuzz FUZZTIME=10s
 	$(MAKE) test-vm
+	$(MAKE) test-conformance
+
+## test-conformance: the conformance suite where go test does not run it (its
+## TestSuitePasses covers iptables and nftables, all cases): iptables-legacy and userspace,
+## all cases; kube-proxy-iptables and kube-proxy-nftables (the reference, from make
+## upstream) on CI_KUBE_PROXY_CASES; ipvs in the microVM on CI_IPVS_CASES. A backend that
+## cannot run here fails it (conform without --allow-skip). About 4-5 min here.
+test-conformance: vm-deps build upstream
+	./$(BIN) conform --backend iptables-legacy,userspace --out $(CONFORM_OUT)/native
+	./$(BIN) conform --backend kube-proxy-iptables,kube-proxy-nftables --cases $(CI_KUBE_PROXY_CASES) --out $(CONFORM_OUT)/kube-proxy
+	./$(BIN) vm run -- conform --backend ipvs --cases $(CI_IPVS_CASES) --out $(CONFORM_OUT)/ipvs
+
+## test-full: make test, then the whole conformance matrix: every case on every backend
+## that runs natively (the kube-proxy reference included) and on ipvs and kube-proxy-ipvs
+## in the microVM (about 12 min native and 3 min ipvs here; kube-proxy-ipvs under TCG
+## waits minutes per sync: about an hour, hence the VM's 2 h bound; docs/ci.md)
+test-full: test
+	./$(BIN) conform --backend iptables,iptables-legacy,nftables,userspace,kube-proxy-iptables,kube-proxy-nftables --out $(CONFORM_OUT)/full-native
+	./$(BIN) vm run --timeout 2h -- conform --backend ipvs,kube-proxy-ipvs --out $(CONFORM_OUT)/full-vm
 
 ## fuzz: each fuzz target for FUZZTIME (default 10m; make test runs them 10s each).
 ## FuzzLoad minimizes a new input for at most 100 runs: each run reads and checks a

@@ -36,6 +36,9 @@ type junitCase struct {
 	Time      string        `xml:"time,attr"`
 	Failure   *junitMessage `xml:"failure,omitempty"`
 	Skipped   *junitMessage `xml:"skipped,omitempty"`
+	// SystemOut carries a passed case's reason (conformance's "xpass: ..."), which
+	// would otherwise not show in JUnit.
+	SystemOut string `xml:"system-out,omitempty"`
 }
 
 type junitMessage struct {
@@ -71,6 +74,7 @@ func WriteJUnit(w io.Writer, r *Results) error {
 				jc.Skipped = &junitMessage{Message: c.Reason, Body: c.Evidence}
 				s.Skipped++
 			case CasePass:
+				jc.SystemOut = c.Reason
 			default:
 				return fmt.Errorf("write junit: case %q on %s: unknown result %q", c.Name, b, c.Result)
 			}

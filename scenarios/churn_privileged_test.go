@@ -16,8 +16,12 @@ import (
 )
 
 // TestChurnSmall runs the shipped churn-small scenario (1,000 Services, 50 changes/s for
-// 20 s with a prober) on iptables-legacy and nftables: every change must be programmed and
-// seen in the data plane, with no misroute and no false refusal (the scenario's limits).
+// 20 s with a prober) on iptables-legacy and nftables. What it asserts: every change is
+// programmed (carried by a sync: exactly one sync-half sample per change, none unsynced);
+// at least 90% of the changes are seen in the data plane (a change superseded by the next
+// one before a probe reaches its Service is never seen, so not all can be); no misroute;
+// and no false refusal, except on nftables, where at most 0.05% of probes (the open
+// finding below).
 func TestChurnSmall(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireBinary(t, "iptables-legacy-restore", "nft")

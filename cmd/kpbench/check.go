@@ -25,6 +25,7 @@ func newCheckCmd() *cobra.Command {
 	var nodes, clients int
 	var kube *kubeTarget
 	var tools *toolsFlag
+	var allowSkip bool
 	cmd := &cobra.Command{
 		Use:   "check FILE... [--backend B] [-o json]",
 		Short: "Check with real traffic that every path of every Service in the manifests works",
@@ -35,7 +36,11 @@ NodePort from the client on every node IP, load-balancer and external IPs from t
 Every endpoint must answer, selection must fit the expected shares (chi-square), session
 affinity must hold when set. Headless and ExternalName Services get no proxy rules.
 
-Exit status: 0 all paths pass, 1 a path failed, 2 bad input, 3 the bench failed.`,
+A path that cannot be checked here (SCTP: the lab's echo servers speak TCP and UDP) is
+a skip, and manifests without a Service check nothing: both exit 1 unless --allow-skip.
+
+Exit status: 0 all paths pass, 1 a path failed or was skipped, 2 bad input, 3 the bench
+failed.`,
 		Example: `  kpbench check scenarios/examples/nginx-nodeport.yaml
   kpbench check scenarios/examples/inference.yaml --backend nftables -o json`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -47,6 +52,7 @@ Exit status: 0 all paths pass, 1 a path failed, 2 bad input, 3 the bench failed.
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, files []string) error {
 			if kube.enabled() {
+				kube.allowNotChecked = kube.allowNotChecked || allowSkip
 				return kube.check(cmd, files, output)
 			}
 			if err := all.Validate(backend); err != nil {
@@ -101,10 +107,7 @@ Exit status: 0 all paths pass, 1 a path failed, 2 bad input, 3 the bench failed.
 			} else {
 				printOutcomes(cmd.OutOrStdout(), backend, outs, time.Since(start))
 			}
-			if check.Failed(outs) {
-				return failedError{"check failed: some paths do not work (see the table)"}
-			}
-			return nil
+			return checkVerdict(outs, allowSkip)
 		},
 	}
 	cmd.Flags().StringVar(&backend, "backend", "iptables", "proxy backend: "+strings.Join(all.Names(), ", "))
@@ -113,7 +116,32 @@ Exit status: 0 all paths pass, 1 a path failed, 2 bad input, 3 the bench failed.
 	cmd.Flags().IntVar(&clients, "clients", 1, "external clients in the lab (at least 1)")
 	kube = addKubeconfigFlags(cmd)
 	tools = addToolsFlag(cmd)
+	cmd.Flags().BoolVar(&allowSkip, "allow-skip", false, "exit 0 when paths could not be checked here or nothing was checked (still printed)")
 	return cmd
+}
+
+// checkVerdict is check's gate: a failed path fails it; a skipped path, or no Service at
+// all to check, fails it too unless allowSkip (a check that checked nothing has not passed).
+func checkVerdict(outs []check.Outcome, allowSkip bool) error {
+	if check.Failed(outs) {
+		return failedError{"check failed: some paths do not work (see the table)"}
+	}
+	if allowSkip {
+		return nil
+	}
+	if len(outs) == 0 {
+		return failedError{"check: the manifests hold no Service: nothing was checked (--allow-skip accepts it)"}
+	}
+	var skipped []string
+	for _, o := range outs {
+		if o.Verdict == check.Skip {
+			skipped = append(skipped, o.Service+" "+o.Port+" "+o.Path)
+		}
+	}
+	if len(skipped) > 0 {
+		return failedError{fmt.Sprintf("check: %d paths not checked (%s; --allow-skip accepts them)", len(skipped), strings.Join(skipped, ", "))}
+	}
+	return nil
 }
 
 func printOutcomes(w io.Writer, backend string, outs []check.Outcome, took time.Duration) {

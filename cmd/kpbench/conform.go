@@ -18,8 +18,9 @@ func newConformCmd() *cobra.Command {
 	var waitTimeout time.Duration
 	var kube *kubeTarget
 	var tools *toolsFlag
+	var allowSkip bool
 	cmd := &cobra.Command{
-		Use:   "conform [--backend B[,B...]|all|ours] [--out DIR] [--cases GLOB] [--dir SUITE]",
+		Use:   "conform [--backend B[,B...]|all|ours] [--out DIR] [--cases GLOB[,GLOB...]] [--dir SUITE]",
 		Short: "Run the conformance suite (kube-proxy's e2e behaviours) on each backend",
 		Long: `conform runs every scenario of the conformance suite (one per kube-proxy e2e behaviour:
 basic and multiport endpoints, NodePort, session affinity, no endpoints, the headless and
@@ -29,11 +30,13 @@ prints a case × backend matrix and writes DIR/junit.xml and DIR/results.json; f
 failed step, the nodes' state right after it (rule dumps, IPVS's connection table,
 conntrack's flows) goes to DIR/state/<case>-<backend>-step<N>.txt.
 
-A backend that cannot run on this machine is skipped with the reason. A scenario's
-knownFailures turn a failure on the backends it names into xfail (and a pass into xpass).
+A backend that cannot run on this machine (no IPVS, a restore binary missing or failing)
+has its cases skipped with the reason, and a skip is not a pass: conform exits 1 unless
+--allow-skip. A step's knownFailure turns its failure on the backends it names into xfail
+(and its pass into xpass, shown in the matrix and in junit.xml's system-out).
 
-Exit status: 0 every case passed (or xfail/xpass/skip), 1 a case failed, 2 bad input,
-3 the bench failed.`,
+Exit status: 0 every case × backend passed, xfailed or xpassed (or skipped, with
+--allow-skip), 1 a case failed or was skipped, 2 bad input, 3 the bench failed.`,
 		Example: `  kpbench conform
   kpbench conform --backend iptables,nftables --cases 'session-affinity-*' --out out/conform`,
 		Args:    cobra.NoArgs,
@@ -76,15 +79,16 @@ Exit status: 0 every case passed (or xfail/xpass/skip), 1 a case failed, 2 bad i
 			if runErr != nil {
 				return runErr
 			}
-			if rep.Failed() {
-				return failedError{"some conformance cases failed (see junit.xml)"}
+			if v := rep.Verdict(allowSkip); v != "" {
+				return failedError{"conform: " + v + " (see junit.xml)"}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&backend, "backend", "all", "backends to run, comma-separated, all (every backend that runs on this machine) or ours (all but upstream kube-proxy)")
 	cmd.Flags().StringVar(&out, "out", "", "results directory (default out/<time>-conformance)")
-	cmd.Flags().StringVar(&cases, "cases", "*", "run only the cases whose name matches this glob")
+	cmd.Flags().StringVar(&cases, "cases", "*", "run only the cases whose name matches one of these comma-separated globs")
+	cmd.Flags().BoolVar(&allowSkip, "allow-skip", false, "exit 0 when a backend cannot run here and its cases are skipped (still printed)")
 	addWaitTimeoutFlag(cmd, &waitTimeout, os.Getenv)
 	tools = addToolsFlag(cmd)
 	cmd.Flags().StringVar(&dir, "dir", conformance.DefaultDir, "the suite's directory (relative to the working directory)")

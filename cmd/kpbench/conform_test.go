@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -89,4 +90,78 @@ steps:
 	assert.Contains(t, string(junit), "a deliberately wrong expectation [no-endpoints-reachable]")
 	assert.Contains(t, string(junit), "<failure")
 	assert.FileExists(t, filepath.Join(out, "results.json"))
+}
+
+// pathWithout returns a directory of links to every program of PATH but the named ones,
+// and one stub per name in stubs that prints to stderr and exits 1: a machine where those
+// tools are missing or broken, for the process's children (os/exec looks programs up in
+// PATH when a command is made).
+func pathWithout(t *testing.T, missing []string, stubs []string) string {
+	t.Helper()
+	dir := t.TempDir()
+	skip := map[string]bool{}
+	for _, n := range append(slices.Clone(missing), stubs...) {
+		skip[n] = true
+	}
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			link := filepath.Join(dir, e.Name())
+			if skip[e.Name()] {
+				continue
+			}
+			if _, err := os.Lstat(link); err == nil {
+				continue // the first of PATH wins, as for exec
+			}
+			require.NoError(t, os.Symlink(filepath.Join(d, e.Name()), link))
+		}
+	}
+	for _, n := range stubs {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte("#!/bin/sh\necho \"$0: injected failure\" >&2\nexit 1\n"), 0o755))
+	}
+	return dir
+}
+
+// TestConformBackendCannotProgram: a backend whose restore binary is missing, or fails,
+// cannot run here; conform must then exit 1 (its cases skipped, with the reason), not 0,
+// unless --allow-skip, which exits 0 and still prints the skips.
+func TestConformBackendCannotProgram(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireBinary(t, "iptables-nft-restore")
+	suite := filepath.Join("..", "..", "scenarios", "conformance")
+	restore := []string{"iptables-nft-restore", "iptables-restore"}
+	tests := []struct {
+		name           string
+		missing, stubs []string
+		allowSkip      bool
+		wantFail       bool
+		wantReason     string
+	}{
+		{"restore binary missing", restore, nil, false, true, "iptables-nft-restore"},
+		{"restore binary fails", nil, restore, false, true, "injected failure"},
+		{"--allow-skip accepts it", restore, nil, true, false, "iptables-nft-restore"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("PATH", pathWithout(t, tt.missing, tt.stubs))
+			args := []string{"--dir", suite, "--backend", "iptables", "--cases", "hairpin", "--out", t.TempDir(), "--wait-timeout", "10s"}
+			if tt.allowSkip {
+				args = append(args, "--allow-skip")
+			}
+			stdout, err := execConform(t, args...)
+			assert.Contains(t, stdout, "hairpin on iptables: skip: cannot run here")
+			assert.Contains(t, stdout, tt.wantReason)
+			if !tt.wantFail {
+				require.NoError(t, err)
+				return
+			}
+			var fe failedError
+			require.True(t, errors.As(err, &fe), "a backend that cannot program must fail conform, got %v\n%s", err, stdout)
+			assert.Contains(t, err.Error(), "1 case × backend not checked")
+			assert.Contains(t, err.Error(), "--allow-skip")
+		})
+	}
 }

@@ -37,7 +37,7 @@ func addKubeconfigFlags(cmd *cobra.Command) *kubeTarget {
 	f.BoolVar(&k.keepImages, "keep-images", false, "with --kubeconfig: keep the manifests' images (only reachability is checked: the answers do not name their pod)")
 	f.BoolVar(&k.dryRun, "dry-run", false, "with --kubeconfig: list what would be created in the cluster and exit")
 	f.IntVar(&k.maxObjects, "max-objects", kubetarget.DefaultMaxObjects, "with --kubeconfig: refuse a run that would create more objects and pods than this")
-	f.BoolVar(&k.allowNotChecked, "allow-not-checked", false, "with --kubeconfig: paths that cannot be checked on the cluster do not fail the run")
+	f.BoolVar(&k.allowNotChecked, "allow-not-checked", false, "with --kubeconfig: paths that cannot be checked on the cluster do not fail the run (--allow-skip implies it)")
 	f.DurationVar(&k.deleteTimeout, "delete-timeout", 2*time.Minute, "with --kubeconfig: how long to wait for the run's namespace to be gone at the end")
 	pre := cmd.PreRunE
 	cmd.PreRunE = func(c *cobra.Command, args []string) error {
@@ -169,7 +169,9 @@ func (k *kubeTarget) check(cmd *cobra.Command, files []string, output string) (e
 	if n := check.NotCheckedCount(outs); n > 0 && !k.allowNotChecked {
 		return failedError{fmt.Sprintf("check incomplete: %d paths could not be checked on this cluster (see the table; --allow-not-checked accepts that)", n)}
 	}
-	return nil
+	// The rest of the lab's rule: paths skipped for another reason (SCTP), or nothing
+	// to check at all, are not a pass either.
+	return checkVerdict(outs, k.allowNotChecked)
 }
 
 // newClusterCleanupCmd is `kpbench cluster cleanup --kubeconfig P`: it deletes the

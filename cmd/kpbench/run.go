@@ -47,6 +47,7 @@ func newRunCmd() *cobra.Command {
 	var waitTimeout time.Duration
 	var kube *kubeTarget
 	var tools *toolsFlag
+	var allowSkip bool
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO [--backend B[,B...]|all|ours] [--out DIR]",
 		Short: "Run a scenario on one or more backends and write its results and report",
@@ -57,7 +58,11 @@ and each node agent's metrics under kube-proxy's names (metrics-<backend>-<node>
 After a failed step, the nodes' state (rule dumps, IPVS's connection table, conntrack's
 flows) goes to DIR/state/<scenario>-<backend>-step<N>.txt.
 
-Exit status: 0 every expectation held, 1 an expectation failed, 2 bad input, 3 the bench failed.`,
+A case that was skipped (not checked on a backend) is not a pass: exit 1 unless
+--allow-skip.
+
+Exit status: 0 every expectation held, 1 an expectation failed or was skipped, 2 bad
+input, 3 the bench failed.`,
 		Example: `  kpbench run scenarios/scale.yaml --backend iptables,iptables-legacy,nftables --out out/scale
   kpbench run scenarios/examples/nginx-nodeport.scenario.yaml --backend all`,
 		Args:    exactArgs(1),
@@ -104,16 +109,35 @@ Exit status: 0 every expectation held, 1 an expectation failed, 2 bad input, 3 t
 			if runErr != nil {
 				return runErr
 			}
-			if scenarios.Failed(res) {
-				return failedError{"some expectations failed (see junit.xml)"}
-			}
-			return nil
+			return runVerdict(res, allowSkip)
 		},
 	}
 	cmd.Flags().StringVar(&backend, "backend", "", "backends to run, comma-separated, all (every backend that runs here) or ours (all but upstream kube-proxy) (default: the scenario's proxy mode)")
 	cmd.Flags().StringVar(&out, "out", "", "results directory (default out/<time>-<scenario>)")
+	cmd.Flags().BoolVar(&allowSkip, "allow-skip", false, "exit 0 when cases were skipped (still reported)")
 	addWaitTimeoutFlag(cmd, &waitTimeout, os.Getenv)
 	kube = addKubeconfigFlags(cmd)
 	tools = addToolsFlag(cmd)
 	return cmd
+}
+
+// runVerdict is run's gate: a failed case fails it, and so does a skipped one unless
+// allowSkip, naming each skipped case with its backend and reason.
+func runVerdict(res *reports.Results, allowSkip bool) error {
+	if scenarios.Failed(res) {
+		return failedError{"some expectations failed (see junit.xml)"}
+	}
+	if allowSkip {
+		return nil
+	}
+	var skipped []string
+	for _, c := range res.Cases {
+		if c.Result == reports.CaseSkip {
+			skipped = append(skipped, fmt.Sprintf("%s on %s: %s", c.Name, c.Backend, c.Reason))
+		}
+	}
+	if len(skipped) > 0 {
+		return failedError{fmt.Sprintf("%d cases not checked (%s; --allow-skip accepts them)", len(skipped), strings.Join(skipped, "; "))}
+	}
+	return nil
 }

@@ -40,6 +40,10 @@ const (
 	// NotChecked marks a path the target cannot send on (no host outside the cluster on a
 	// real cluster, say), with the reason: never a pass.
 	NotChecked Verdict = "not checked"
+	// Skip marks a path that could not be checked here (e.g. SCTP: the lab's echo servers
+	// speak TCP and UDP only). It is not a pass: `kpbench check` fails on it unless
+	// --allow-skip.
+	Skip Verdict = "skip"
 )
 
 // MinPValue is the chi-square p-value below which a selection is judged not to follow the
@@ -273,7 +277,7 @@ func checkPath(ctx context.Context, tb Cluster, o Options, sp *backends.ServiceP
 		Target: p.target.String(), Protocol: string(sp.Protocol()), Counts: map[string]int{},
 	}
 	if sp.Protocol() != backends.TCP && sp.Protocol() != backends.UDP {
-		out.Verdict, out.Detail = Pass, "not checked: the lab's echo servers speak TCP and UDP only"
+		out.Verdict, out.Detail = Skip, "not checked: the lab's echo servers speak TCP and UDP only"
 		return out
 	}
 	if p.skip != "" {

@@ -7,7 +7,8 @@
 // xpass (a declared failure that did not happen).
 //
 // Every other step of a scenario must hold for its case to pass. A backend that cannot
-// even run an empty lab on this machine is skipped with the reason, never a crash.
+// even run an empty lab on this machine is skipped with the reason, never a crash; a skip
+// is not a pass (Report.Unmet), unless the caller allows skips.
 package conformance
 
 import (
@@ -50,15 +51,24 @@ const (
 )
 
 // Load reads the suite: every *.yaml file of dir (manifests/ holds no scenario), sorted by
-// scenario name, keeping those whose name matches the glob cases ("" or "*": all). Each
-// file is loaded and validated by scenarios.Load.
+// scenario name, keeping those whose name matches one of the comma-separated globs of
+// cases ("" or "*": all). Each file is loaded and validated by scenarios.Load; a glob that
+// matches no case is an error (a typo in a CI script's case list must not shrink it).
 func Load(dir, cases string) ([]*scenarios.Scenario, error) {
 	if cases == "" {
 		cases = "*"
 	}
-	if _, err := filepath.Match(cases, ""); err != nil {
-		return nil, fmt.Errorf("cases pattern %q: %w", cases, err)
+	globs := strings.Split(cases, ",")
+	for i, g := range globs {
+		globs[i] = strings.TrimSpace(g)
+		if _, err := filepath.Match(globs[i], ""); err != nil || globs[i] == "" {
+			if err == nil {
+				err = errors.New("empty pattern")
+			}
+			return nil, fmt.Errorf("cases pattern %q: %w", globs[i], err)
+		}
 	}
+	matched := make([]bool, len(globs))
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		return nil, err
@@ -74,15 +84,23 @@ func Load(dir, cases string) ([]*scenarios.Scenario, error) {
 			errs = append(errs, err)
 			continue
 		}
-		if ok, _ := filepath.Match(cases, sc.Name); ok {
+		keep := false
+		for i, g := range globs {
+			if ok, _ := filepath.Match(g, sc.Name); ok {
+				matched[i], keep = true, true
+			}
+		}
+		if keep {
 			out = append(out, sc)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no case of %s matches %q", dir, cases)
+	for i, g := range globs {
+		if !matched[i] {
+			return nil, fmt.Errorf("no case of %s matches %q", dir, g)
+		}
 	}
 	slices.SortFunc(out, func(a, b *scenarios.Scenario) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
@@ -142,14 +160,56 @@ func (r *Report) Get(name, backend string) (Result, bool) {
 	return Result{}, false
 }
 
-// Failed reports whether any case failed (xfail, xpass and skip do not count).
-func (r *Report) Failed() bool {
+// Unmet returns the results a gate must not accept: every case × backend that did not
+// pass, xfail or xpass. A skip (the backend cannot run here) is unmet unless allowSkip:
+// a suite that checked nothing has not passed. An xpass is met (the declared failure did
+// not happen) but is reported in the matrix and junit.xml, so the stale declaration is seen.
+func (r *Report) Unmet(allowSkip bool) []Result {
+	var out []Result
 	for _, res := range r.Results {
-		if res.Outcome == Fail {
-			return true
+		switch {
+		case res.Outcome == Pass, res.Outcome == XFail, res.Outcome == XPass:
+		case res.Outcome == Skip && allowSkip:
+		default:
+			out = append(out, res)
 		}
 	}
-	return false
+	return out
+}
+
+// Failed reports whether any case failed or was skipped (Unmet without skips allowed).
+func (r *Report) Failed() bool { return len(r.Unmet(false)) > 0 }
+
+// Verdict says why the report does not pass a gate ("" when it does: every result is
+// pass, xfail or xpass, or skip when allowSkip): how many case × backend failed and how
+// many were skipped, with each skipped backend's reason once.
+func (r *Report) Verdict(allowSkip bool) string {
+	unmet := r.Unmet(allowSkip)
+	if len(unmet) == 0 {
+		return ""
+	}
+	var failed, skipped int
+	var reasons []string
+	seen := map[string]bool{}
+	for _, res := range unmet {
+		if res.Outcome != Skip {
+			failed++
+			continue
+		}
+		skipped++
+		if key := res.Backend + ": " + res.Reason; !seen[key] {
+			seen[key] = true
+			reasons = append(reasons, key)
+		}
+	}
+	var parts []string
+	if failed > 0 {
+		parts = append(parts, fmt.Sprintf("%d case × backend failed", failed))
+	}
+	if skipped > 0 {
+		parts = append(parts, fmt.Sprintf("%d case × backend not checked (%s; --allow-skip accepts skips)", skipped, strings.Join(reasons, "; ")))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Run runs every scenario on every backend. Each backend is first checked with an empty
@@ -170,7 +230,7 @@ func Run(ctx context.Context, suite []*scenarios.Scenario, o Options) (*Report, 
 		if err := all.Validate(b); err != nil {
 			return nil, err
 		}
-		if why := Preflight(ctx, b, o.Tools); why != "" {
+		if why := Preflight(ctx, b, o.Tools, o.WaitTimeout); why != "" {
 			for _, sc := range suite {
 				rep.Results = append(rep.Results, Result{Case: sc.Name, Description: sc.Description, Backend: b, Outcome: Skip, Reason: why})
 			}
@@ -197,18 +257,31 @@ steps:
 - wait: {synced: true, timeout: 30s}
 `
 
-// Preflight returns why backend cannot run on this machine with tools ("" when it can):
-// it builds a one-node lab with that backend and waits for its first sync.
-func Preflight(ctx context.Context, backend string, tools toolroot.Root) string {
+// Preflight returns why backend cannot run on this machine with tools ("" when it can): it builds a
+// one-node lab with that backend and waits for its first sync, at most timeout (0:
+// scenarios.DefaultWaitTimeout), lab included. The bound matters: a backend whose every
+// sync fails (its restore binary missing or broken) would otherwise be waited for forever
+// while the lab starts; the reason then carries the last sync's error.
+func Preflight(ctx context.Context, backend string, tools toolroot.Root, timeout time.Duration) string {
 	sc, err := scenarios.ParseScenario("preflight", []byte(preflightScenario), "")
 	if err != nil {
 		return "preflight scenario: " + err.Error()
 	}
-	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: scenarios.LineProgress{}, Tools: tools})
+	if timeout <= 0 {
+		timeout = scenarios.DefaultWaitTimeout
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := scenarios.Run(pctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: scenarios.LineProgress{}, WaitTimeout: timeout, Tools: tools})
 	if err != nil {
-		return "cannot run here: " + firstLine(err.Error())
+		return "cannot run here: " + oneLine(err.Error())
 	}
 	if scenarios.Failed(res) {
+		for _, c := range res.Cases {
+			if c.Result == reports.CaseFail && c.Reason != "" {
+				return "cannot run here: the first sync failed: " + oneLine(c.Reason)
+			}
+		}
 		return "cannot run here: the first sync failed"
 	}
 	return ""
@@ -233,9 +306,12 @@ func judge(sc *scenarios.Scenario, backend string, steps []reports.Case, runErr 
 	return sc.Judge(backend, steps, runErr)
 }
 
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i] + " ..."
+// oneLine joins an error's lines with "; " and bounds it to 400 bytes: a reason for the
+// matrix that still names the tool that failed.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ; ")), " ")
+	if len(s) > 400 {
+		s = s[:400] + " ..."
 	}
 	return s
 }

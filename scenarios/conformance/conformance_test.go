@@ -41,6 +41,9 @@ func TestLoadFilters(t *testing.T) {
 		{"glob", "session-affinity-*", []string{"session-affinity-clusterip", "session-affinity-nodeport", "session-affinity-switch", "session-affinity-timeout"}, ""},
 		{"exact", "hairpin", []string{"hairpin"}, ""},
 		{"no match", "nothing-*", nil, "no case"},
+		{"a list", "hairpin, nodeport", []string{"hairpin", "nodeport"}, ""},
+		{"a list with a typo", "hairpin,nodeprot", nil, `matches "nodeprot"`},
+		{"an empty item", "hairpin,", nil, "empty pattern"},
 		{"bad glob", "[", nil, "pattern"},
 	}
 	for _, tt := range tests {
@@ -139,4 +142,60 @@ func TestMatrixAndResults(t *testing.T) {
 	var junit bytes.Buffer
 	require.NoError(t, reports.WriteJUnit(&junit, res))
 	assert.Contains(t, junit.String(), `failures="1"`)
+}
+
+// TestUnmet: the gate's arithmetic. A skip is unmet unless skips are allowed; xfail and
+// xpass are met; a failure is unmet either way.
+func TestUnmet(t *testing.T) {
+	r := func(o Outcome, backend, reason string) Result {
+		return Result{Case: "c-" + string(o), Backend: backend, Outcome: o, Reason: reason}
+	}
+	tests := []struct {
+		name        string
+		results     []Result
+		allowSkip   bool
+		wantUnmet   int
+		wantVerdict []string
+	}{
+		{"all pass", []Result{r(Pass, "iptables", "")}, false, 0, nil},
+		{"xfail and xpass are met", []Result{r(XFail, "userspace", "known"), r(XPass, "userspace", "did not happen")}, false, 0, nil},
+		{"a backend that cannot run is not a pass", []Result{r(Skip, "ipvs", "cannot run here: no IPVS"), r(Skip, "ipvs", "cannot run here: no IPVS")}, false, 2,
+			[]string{"2 case × backend not checked", "ipvs: cannot run here: no IPVS", "--allow-skip"}},
+		{"--allow-skip accepts skips", []Result{r(Skip, "ipvs", "cannot run here: no IPVS")}, true, 0, nil},
+		{"--allow-skip does not accept failures", []Result{r(Skip, "ipvs", "x"), r(Fail, "iptables", "step: refused")}, true, 1, []string{"1 case × backend failed"}},
+		{"failures and skips", []Result{r(Fail, "iptables", "y"), r(Skip, "ipvs", "x")}, false, 2, []string{"1 case × backend failed", "1 case × backend not checked"}},
+		{"no result at all", nil, false, 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := &Report{Results: tt.results}
+			assert.Len(t, rep.Unmet(tt.allowSkip), tt.wantUnmet)
+			v := rep.Verdict(tt.allowSkip)
+			if tt.wantUnmet == 0 {
+				assert.Empty(t, v)
+				return
+			}
+			for _, w := range tt.wantVerdict {
+				assert.Contains(t, v, w)
+			}
+		})
+	}
+}
+
+// TestXPassReported: a declared failure that did not happen passes the gate but shows in
+// the matrix (its total and its note) and in junit.xml (the case's system-out).
+func TestXPassReported(t *testing.T) {
+	rep := &Report{
+		Backends: []string{"userspace"}, Cases: []string{"source-ip-clusterip"},
+		Results: []Result{{Case: "source-ip-clusterip", Backend: "userspace", Outcome: XPass, Reason: "did not happen: source IP is lost (kubernetes/kubernetes#1)"}},
+	}
+	assert.False(t, rep.Failed())
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteMatrix(&b))
+	assert.Contains(t, b.String(), "1 xpass")
+	assert.Contains(t, b.String(), "source-ip-clusterip on userspace: xpass: did not happen")
+	var junit bytes.Buffer
+	require.NoError(t, reports.WriteJUnit(&junit, rep.ReportResults(context.Background())))
+	assert.Contains(t, junit.String(), "<system-out>xpass: did not happen: source IP is lost")
+	assert.Contains(t, junit.String(), `failures="0"`)
 }
