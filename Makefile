@@ -45,7 +45,7 @@ build:
 ## backend that runs here (make test-conformance). Builds the upstream reference
 ## binaries first (make upstream: 6-14 min cold, seconds warm) so that the tests against
 ## kube-proxy itself run too.
-test: test-deps build lint upstream
+test: test-deps build lint upstream tools-matrix
 	$(GO) test $(TEST_FLAGS) ./...
 	$(MAKE) fuzz FUZZTIME=10s
 	$(MAKE) test-vm
