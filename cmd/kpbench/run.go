@@ -84,7 +84,7 @@ Exit status: 0 every expectation held, 1 an expectation failed, 2 bad input, 3 t
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}
-			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Facts: scenarios.RegistryFacts{}, Progress: scenarios.LineProgress{W: cmd.ErrOrStderr()}, MetricsDir: out, StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout})
+			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Facts: scenarios.RegistryFacts{}, Progress: scenarios.NewProgress(cmd.ErrOrStderr()), MetricsDir: out, StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout})
 			if res != nil {
 				files, err := reports.WriteAll(out, res)
 				if err != nil {
