@@ -2,6 +2,9 @@ package scenarios
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +12,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"kpbench.dev/kpbench/lab/probe"
+	"kpbench.dev/kpbench/scenarios/measure"
 )
 
 // lineWriter hands every Write to a channel, so that a test waits for a line instead of
@@ -117,4 +123,57 @@ func TestTermProgressDrawsTheStep(t *testing.T) {
 func TestNewProgressOffATerminal(t *testing.T) {
 	_, ok := NewProgress(&bytes.Buffer{}).(*TickerProgress)
 	assert.True(t, ok, "a writer that is not a terminal gets the line writer")
+}
+
+// nopProber answers every probe at once.
+type nopProber struct{}
+
+func (nopProber) Request(context.Context, probe.Target, probe.Options) probe.Result {
+	return probe.Result{}
+}
+func (nopProber) Connect(context.Context, probe.Target, probe.Options) probe.Result {
+	return probe.Result{}
+}
+func (nopProber) Dial(context.Context, probe.Target, probe.Options) (measure.Conn, error) {
+	return nopConn{}, nil
+}
+func (nopProber) DialContext(context.Context, string, string) (net.Conn, error) {
+	return nil, errors.New("no dial")
+}
+
+type nopConn struct{}
+
+func (nopConn) Request(context.Context) probe.Result { return probe.Result{} }
+func (nopConn) Close() error                         { return nil }
+
+func TestProbeProgressCountsProbes(t *testing.T) {
+	tests := []struct {
+		name                  string
+		total, connects, kept int
+		wantCalls             int
+		wantLast              [2]int
+	}{
+		{"every probe of a small measurement", 3, 2, 1, 3, [2]int{3, 3}},
+		{"about a hundred updates of a large one", 1000, 800, 200, 100, [2]int{1000, 1000}},
+		{"never beyond the total", 10, 12, 0, 12, [2]int{10, 10}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls [][2]int
+			c := &countingProber{Prober: nopProber{}, total: tt.total, every: int64(max(1, tt.total/100)),
+				advance: func(done, total int) { calls = append(calls, [2]int{done, total}) }}
+			ctx := context.Background()
+			for range tt.connects {
+				c.Connect(ctx, probe.Target{}, probe.Options{})
+			}
+			conn, err := c.Dial(ctx, probe.Target{}, probe.Options{})
+			require.NoError(t, err)
+			for range tt.kept {
+				conn.Request(ctx)
+			}
+			assert.Len(t, calls, tt.wantCalls)
+			require.NotEmpty(t, calls)
+			assert.Equal(t, tt.wantLast, calls[len(calls)-1])
+		})
+	}
 }
