@@ -170,6 +170,9 @@ func (p *TermProgress) newBar(ev StepEvent, total int) *progressbar.ProgressBar 
 		progressbar.OptionSetPredictTime(true),
 		progressbar.OptionSetWidth(30),
 		progressbar.OptionSpinnerType(14),
+		// No spinner goroutine of the library's own: it renders until the bar is
+		// finished, and a cleared bar is not; StepStarted's ticker redraws instead.
+		progressbar.OptionSetSpinnerChangeInterval(0),
 		progressbar.OptionThrottle(p.throttle),
 		progressbar.OptionSetRenderBlankState(true),
 		progressbar.OptionClearOnFinish(),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -118,6 +119,25 @@ func TestTermProgressDrawsTheStep(t *testing.T) {
 	assert.Contains(t, out, "[iptables] 2/5 grow-to-10k")
 	assert.Contains(t, out, "250/1000")
 	require.True(t, strings.HasSuffix(out, "2/5 grow-to-10k: 3.00s\n"), "the step's line comes last: %q", out)
+}
+
+// A finished step's bar stops drawing: no goroutine (the library's spinner or ours)
+// outlives the step, so an old bar never redraws over the next one.
+func TestTermProgressLeavesNoGoroutine(t *testing.T) {
+	var buf bytes.Buffer
+	p := NewTermProgress(&buf)
+	before := runtime.NumGoroutine()
+	for i := range 5 {
+		ev := StepEvent{Backend: "nftables", Index: i + 1, Total: 5, Label: "wait"}
+		p.StepStarted(ev) // total unknown: a spinner
+		p.StepFinished(ev, time.Second, nil)
+	}
+	n := runtime.NumGoroutine()
+	for i := 0; i < 10000 && n > before; i++ { // let exiting goroutines finish returning
+		runtime.Gosched()
+		n = runtime.NumGoroutine()
+	}
+	assert.LessOrEqual(t, n, before, "goroutines left behind by finished steps")
 }
 
 func TestNewProgressOffATerminal(t *testing.T) {
