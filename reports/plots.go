@@ -33,7 +33,7 @@ func figuresWith(r *Results, palette []string) ([]Figure, error) {
 	var figs []Figure
 	for _, f := range []func() ([]Figure, error){
 		d.firstPacket, d.syncs, d.lookupPositions, d.programmingLatency, d.throughput,
-		d.kernelMemory, d.rules, d.distribution, d.perRule,
+		d.kernelMemory, d.rules, d.distribution, d.perRule, d.perRuleCurve,
 	} {
 		fs, err := f()
 		if err != nil {

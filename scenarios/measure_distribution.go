@@ -258,7 +258,7 @@ func (p *DistributionParams) Measure(ctx context.Context, s *Session) ([]reports
 	if err != nil {
 		return nil, err
 	}
-	m, err := measure.Distribution(ctx, pr, target, lab.TCP, pods, shares, p.Connections, labels)
+	m, err := measure.Distribution(ctx, probeProgress(s, pr, p.Connections), target, lab.TCP, pods, shares, p.Connections, labels)
 	if err != nil {
 		return nil, err
 	}

@@ -118,7 +118,7 @@ func (p *FirstPacketParams) Measure(ctx context.Context, s *Session) ([]reports.
 	if err != nil {
 		return nil, err
 	}
-	ms, err := measure.Lookup(ctx, pr, from, targets, p.Samples, s.Labels())
+	ms, err := measure.Lookup(ctx, probeProgress(s, pr, p.Samples*(len(targets)+1)), from, targets, p.Samples, s.Labels())
 	if err != nil {
 		return nil, fmt.Errorf("first-packet: %w", err)
 	}

@@ -87,7 +87,8 @@ func (p *LookupParams) Measure(ctx context.Context, s *Session) ([]reports.Measu
 	if err != nil {
 		return nil, err
 	}
-	return measure.Lookup(ctx, pr, from, targets, p.Samples, s.Labels())
+	// Connects to every target, then the established control's requests.
+	return measure.Lookup(ctx, probeProgress(s, pr, p.Samples*(len(targets)+1)), from, targets, p.Samples, s.Labels())
 }
 
 // fromOrProbePod returns the host a measurement probes from: from, resolved ("pod:NAME"

@@ -12,66 +12,163 @@ import (
 
 	"kpbench.dev/kpbench/backends/all"
 	"kpbench.dev/kpbench/reports"
+	"kpbench.dev/kpbench/scenarios/measure"
+	"kpbench.dev/kpbench/scenarios/synth"
 )
 
-// perRuleMeasurement times each rule of one more Service, one iptables call each.
+// perRuleMeasurement times one more Service added one iptables call per rule, at the
+// table's current size or after a bulk prefill to a given size.
 type perRuleMeasurement struct{}
 
 func (perRuleMeasurement) Name() string { return reports.MeasurePerRule }
 func (perRuleMeasurement) Doc() string {
-	return "Adds one more generated Service and times each of its rules, one iptables call each, at the table's current size (the 2017 curve; backends with per-rule timings only: iptables-perrule)."
+	return "Adds generated Services one iptables call per rule and times each rule and each Service, at the table's current size or after a prefill to prefill Services with one iptables-restore; with restores, also times that many full and partial iptables-restore syncs of the same table (the 2017 curve; backends with per-rule timings only: iptables-perrule)."
 }
 
 // Metrics: the per-rule times describe a curve; they are not gated.
 func (perRuleMeasurement) Metrics() []reports.Metric {
-	return []reports.Metric{{Measurement: reports.MeasurePerRule, Title: "time to add one rule", Unit: reports.UnitSeconds, Better: reports.LowerIsBetter}}
+	return []reports.Metric{
+		{Measurement: reports.MeasurePerRule, Title: "time to add one rule", Unit: reports.UnitSeconds, Better: reports.LowerIsBetter},
+		{Measurement: reports.MeasurePerRuleService, Title: "time to add one Service, one iptables call per rule", Unit: reports.UnitSeconds, Better: reports.LowerIsBetter},
+		{Measurement: reports.MeasurePerRuleRestore, Match: map[string]string{"kind": "full"}, Title: "full sync of the same table with iptables-restore", Unit: reports.UnitSeconds, Better: reports.LowerIsBetter},
+		{Measurement: reports.MeasurePerRuleRestore, Match: map[string]string{"kind": "partial"}, Title: "partial sync (one Service) of the same table with iptables-restore", Unit: reports.UnitSeconds, Better: reports.LowerIsBetter},
+	}
 }
 
-// Decode reads PerRuleParams (none).
+// Decode reads PerRuleParams.
 func (perRuleMeasurement) Decode(in Input) (Measuring, error) { return decodeParams[PerRuleParams](in) }
 
-// PerRuleParams are the perrule measurement's parameters: none.
-type PerRuleParams struct{}
-
-// Default does nothing.
-func (*PerRuleParams) Default() {}
-
-// Validate needs backends with per-rule timings; the step adds a generated Service.
-func (*PerRuleParams) Validate(v *Validation, p *field.Path) field.ErrorList {
-	v.SyntheticServices++
-	return v.RequireCapability(CapabilityPerRuleTimings, p.Child("name"), "perrule")
+// PerRuleParams are the perrule measurement's parameters.
+type PerRuleParams struct {
+	// Prefill grows the generated Services to this many first, with one iptables-restore
+	// (0: the table as it is). Must not be below the Services generated so far.
+	Prefill int `json:"prefill,omitempty"`
+	// Adds is how many Services are then added one rule at a time (default 1).
+	Adds int `json:"adds,omitempty"`
+	// Restores, when above 0, times this many full and this many partial
+	// iptables-restore syncs of the table before the additions.
+	Restores int `json:"restores,omitempty"`
 }
 
-// Measure adds the Service and reports each rule's time.
-func (*PerRuleParams) Measure(ctx context.Context, s *Session) ([]reports.Measurement, error) {
+// Default sets one addition.
+func (p *PerRuleParams) Default() {
+	if p.Adds == 0 {
+		p.Adds = 1
+	}
+}
+
+// Validate needs backends with per-rule timings and bounded counts; the step adds
+// generated Services.
+func (p *PerRuleParams) Validate(v *Validation, path *field.Path) field.ErrorList {
+	pp := path.Child("params")
+	errs := intRange(pp.Child("adds"), p.Adds, 1, 100)
+	errs = append(errs, intRange(pp.Child("restores"), p.Restores, 0, 100)...)
+	errs = append(errs, intRange(pp.Child("prefill"), p.Prefill, 0, 100000)...)
+	if p.Prefill > 0 && p.Prefill < v.SyntheticServices {
+		errs = append(errs, field.Invalid(pp.Child("prefill"), p.Prefill, fmt.Sprintf("the table already holds %d generated Services at this step: a prefill only grows it", v.SyntheticServices)))
+	}
+	v.SyntheticServices = max(v.SyntheticServices, p.Prefill) + p.Adds
+	return append(errs, v.RequireCapability(CapabilityPerRuleTimings, path.Child("name"), "perrule")...)
+}
+
+// Measure prefills, times the restores, then adds the Services rule by rule.
+func (p *PerRuleParams) Measure(ctx context.Context, s *Session) ([]reports.Measurement, error) {
 	proxies := s.Cluster.Proxies()
 	if len(proxies) == 0 {
 		return nil, fmt.Errorf("perrule: the cluster has no proxy")
 	}
-	labels := s.Labels() // the table's size before the Service is added
 	rt, ok := all.RuleTimerOf(proxies[0].Backend())
 	if !ok {
 		return nil, fmt.Errorf("perrule: backend %s adds rules in bulk; use iptables-perrule", s.Backend)
 	}
-	add := &ChurnStep{Pattern: "add", Services: 1, EndpointsPerService: max(1, s.synth.template.EndpointsPerService), AllAtOnce: true}
-	if err := add.Run(ctx, s); err != nil {
+	eps := max(1, s.synth.template.EndpointsPerService)
+	if s.synth.template.EndpointsPerService == 0 {
+		eps = 2
+	}
+	var out []reports.Measurement
+	if err := func() error {
+		rt.SetBulk(true)
+		defer rt.SetBulk(false)
+		if grow := p.Prefill - s.synth.count; grow > 0 {
+			s.Logf("%s: prefilling to %d Services with one iptables-restore", s.StepName(), p.Prefill)
+			add := &ChurnStep{Pattern: "add", Services: grow, EndpointsPerService: eps, AllAtOnce: true}
+			if err := add.Run(ctx, s); err != nil {
+				return fmt.Errorf("perrule: prefill: %w", err)
+			}
+			if err := s.Cluster.WaitSynced(ctx); err != nil {
+				return fmt.Errorf("perrule: prefill: %w", err)
+			}
+		}
+		if p.Restores == 0 {
+			return nil
+		}
+		for _, full := range []bool{true, false} {
+			ms, err := measure.Sync(ctx, proxies[0], full, p.Restores, func(ctx context.Context, i int) error {
+				return s.changeOne(ctx)
+			}, s.Labels())
+			if err != nil {
+				return fmt.Errorf("perrule: restore sync: %w", err)
+			}
+			m := ms[0] // the sync's wall time
+			m.Name = reports.MeasurePerRuleRestore
+			out = append(out, m)
+		}
+		return nil
+	}(); err != nil {
 		return nil, err
 	}
-	if err := s.Cluster.WaitSynced(ctx); err != nil {
-		return nil, err
+	labels := s.Labels() // the table's size before the first per-rule Service
+	rules := reports.Measurement{Name: reports.MeasurePerRule, Params: s.Labels(), Unit: reports.UnitSeconds}
+	service := reports.Measurement{Name: reports.MeasurePerRuleService, Params: labels, Unit: reports.UnitSeconds, Extra: map[string]float64{}}
+	for i := range p.Adds {
+		s.Advance(i, p.Adds)
+		before := len(proxies[0].Records())
+		add := &ChurnStep{Pattern: "add", Services: 1, EndpointsPerService: eps, AllAtOnce: true}
+		if err := add.Run(ctx, s); err != nil {
+			return nil, err
+		}
+		if err := s.Cluster.WaitSynced(ctx); err != nil {
+			return nil, err
+		}
+		timings := rt.RuleTimings() // of the last sync: the one that added the service
+		if len(timings) == 0 {
+			return nil, fmt.Errorf("perrule: adding a service added no rule")
+		}
+		if i == 0 {
+			rules.Params["base"] = strconv.Itoa(timings[0].TableRules)
+			service.Extra["rules_added"] = float64(len(timings))
+			service.Extra["table_rules"] = float64(timings[0].TableRules)
+		}
+		var total time.Duration
+		for _, t := range timings {
+			rules.Samples = append(rules.Samples, t.Duration.Seconds())
+			total += t.Duration
+		}
+		// The Service's time is its syncs' wall time (rules, chain creation, jump checks);
+		// the rules alone when the proxy kept no record.
+		if recs := proxies[0].Records()[before:]; len(recs) > 0 {
+			total = 0
+			for _, r := range recs {
+				total += r.Duration()
+			}
+		}
+		service.Samples = append(service.Samples, total.Seconds())
 	}
-	timings := rt.RuleTimings() // of the last sync: the one that added the service
-	if len(timings) == 0 {
-		return nil, fmt.Errorf("perrule: adding a service added no rule")
+	s.Advance(p.Adds, p.Adds)
+	return append(out, rules, service), nil
+}
+
+// changeOne changes one generated Service's endpoints and waits until it is programmed
+// (a partial sync's change).
+func (s *Session) changeOne(ctx context.Context) error {
+	sy := &s.synth
+	if sy.count == 0 {
+		return fmt.Errorf("a partial sync needs generated services (a churn step) to change")
 	}
-	m := reports.Measurement{Name: reports.MeasurePerRule, Params: labels, Unit: reports.UnitSeconds,
-		Extra: map[string]float64{"rules_added": float64(len(timings))}}
-	m.Params["base"] = strconv.Itoa(timings[0].TableRules)
-	var total time.Duration
-	for _, t := range timings {
-		m.Samples = append(m.Samples, t.Duration.Seconds())
-		total += t.Duration
+	k := sy.count / 2
+	sy.gen[k]++
+	if err := s.Cluster.Apply(ctx, synth.Slice(k, sy.gen[k], sy.template, sy.pods)); err != nil {
+		return err
 	}
-	m.Extra["service_add_seconds"] = total.Seconds()
-	return []reports.Measurement{m}, nil
+	return s.Cluster.WaitSynced(ctx)
 }

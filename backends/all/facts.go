@@ -152,9 +152,11 @@ type IPVSExperiments interface {
 }
 
 // RuleTimer is what the iptables-perrule backend reports: the cost of each iptables call
-// of its last sync, with the table's size at the time.
+// of its last sync, with the table's size at the time, and its switch to bulk restores
+// (the prefill before per-rule additions at a size).
 type RuleTimer interface {
 	RuleTimings() []perrule.RuleTiming
+	SetBulk(on bool)
 }
 
 // IPVSExperimentsOf returns b's experiment controls, when b (or the backend it wraps) has

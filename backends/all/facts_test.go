@@ -150,6 +150,7 @@ type fakeIPVS struct{ fakeBackend }
 func (fakeIPVS) SetScheduler(string) error           { return nil }
 func (fakeIPVS) SetWeights(map[netip.Addr]int) error { return nil }
 func (fakeIPVS) RuleTimings() []perrule.RuleTiming   { return nil }
+func (fakeIPVS) SetBulk(bool)                        {}
 func (fakeIPVS) Name() string                        { return "fake-ipvs" }
 
 type wrapper struct{ backends.Backend }

@@ -97,7 +97,7 @@ input, 3 the bench failed.`,
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}
-			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Facts: scenarios.RegistryFacts{}, Progress: scenarios.LineProgress{W: cmd.ErrOrStderr()}, MetricsDir: out, StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Tools: tools.Root()})
+			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Facts: scenarios.RegistryFacts{}, Progress: scenarios.NewProgress(cmd.ErrOrStderr()), MetricsDir: out, StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Tools: tools.Root()})
 			if res != nil {
 				files, err := reports.WriteAll(out, res)
 				if err != nil {
