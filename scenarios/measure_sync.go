@@ -31,6 +31,8 @@ func (syncMeasurement) Metrics() []reports.Metric {
 			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 5, Statistics: []string{"p50"}},
 		{Measurement: measure.MeasureSync, Match: map[string]string{"kind": "partial"}, Title: "partial sync", Unit: reports.UnitSeconds,
 			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 5, Statistics: []string{"p50"}},
+		{Measurement: measure.MeasureSync, Match: map[string]string{"kind": measure.SyncKindUnplannedFull}, Title: "full sync the proxy made during a partial-sync measurement (periodic, state lost, after an error)",
+			Unit: reports.UnitSeconds, Better: reports.LowerIsBetter},
 		info(measure.MeasureSyncGenerate, reports.UnitSeconds, "sync: building the rules"),
 		info(measure.MeasureSyncApply, reports.UnitSeconds, "sync: writing them to the kernel"),
 		info(measure.MeasureSyncApplyCPU, reports.UnitSeconds, "sync: the tool's CPU time"),

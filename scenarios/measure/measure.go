@@ -17,6 +17,7 @@ package measure
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -88,6 +89,7 @@ func seconds(ds []time.Duration) []float64 {
 func Sync(ctx context.Context, ag Proxy, full bool, repeats int, change func(ctx context.Context, i int) error, extra map[string]string) ([]Measurement, error) {
 	var total, gen, apply, cpu []time.Duration
 	var bytes, rules, changed []float64
+	unplannedFull := map[string][]time.Duration{} // by cause, see fullCause
 	for i := range repeats {
 		var rec agent.SyncRecord
 		if full {
@@ -100,18 +102,15 @@ func Sync(ctx context.Context, ag Proxy, full bool, repeats int, change func(ctx
 			}
 			rec = r
 		} else {
-			before := len(ag.Records())
-			if err := change(ctx, i); err != nil {
+			r, unplanned, err := partialSync(ctx, ag, i, change)
+			for _, u := range unplanned {
+				c := fullCause(u)
+				unplannedFull[c] = append(unplannedFull[c], u.Duration())
+			}
+			if err != nil {
 				return nil, err
 			}
-			recs := ag.Records()[before:]
-			if len(recs) == 0 {
-				return nil, fmt.Errorf("sync: the change made no sync")
-			}
-			rec = recs[0]
-			if rec.Err != nil {
-				return nil, rec.Err
-			}
+			rec = r
 		}
 		total = append(total, rec.Duration())
 		gen = append(gen, rec.Result.Generate+rec.View)
@@ -143,6 +142,13 @@ func Sync(ctx context.Context, ag Proxy, full bool, repeats int, change func(ctx
 	// for the others.
 	if len(cpu) == len(total) {
 		out = append(out, mk(MeasureSyncApplyCPU, "s", seconds(cpu)))
+	}
+	// Full syncs that happened while a partial one was measured are recorded apart,
+	// with their cause, never as partial samples.
+	for _, c := range slices.Sorted(maps.Keys(unplannedFull)) {
+		m := mk(MeasureSync, "s", seconds(unplannedFull[c]))
+		m.Params["kind"], m.Params["cause"] = SyncKindUnplannedFull, c
+		out = append(out, m)
 	}
 	return append(out,
 		mk(MeasureSyncBytes, "bytes", bytes),
@@ -278,4 +284,61 @@ func ProgrammingLatency(proxies []Proxy, extra map[string]string) Measurement {
 		p[k] = v
 	}
 	return Measurement{Name: "programming-latency", Params: p, Unit: "s", Samples: seconds(all)}
+}
+
+// SyncKindUnplannedFull is the kind of the sync measurement that holds the full syncs the
+// proxy made while a partial sync was being measured (a periodic resync, a failed state
+// check, a failed sync before): their wall time, with Params "cause".
+const SyncKindUnplannedFull = "unplanned-full"
+
+// partialAttempts bounds how often one partial sample is tried again when the change was
+// carried by a full sync.
+const partialAttempts = 3
+
+// partialSync makes change i and returns the record of the partial sync that carried it.
+// A full sync among the records the change produced (the first record after a change is
+// not necessarily a partial one: a periodic resync, a failed state check or a sync after
+// an error is full) is returned in unplanned and never taken as the sample; when every
+// sync of the change was full the change is made again, at most partialAttempts times.
+func partialSync(ctx context.Context, ag Proxy, i int, change func(ctx context.Context, i int) error) (agent.SyncRecord, []agent.SyncRecord, error) {
+	var unplanned []agent.SyncRecord
+	for range partialAttempts {
+		before := len(ag.Records())
+		if err := change(ctx, i); err != nil {
+			return agent.SyncRecord{}, unplanned, err
+		}
+		recs := ag.Records()[before:]
+		if len(recs) == 0 {
+			return agent.SyncRecord{}, unplanned, fmt.Errorf("sync: the change made no sync")
+		}
+		var partial *agent.SyncRecord
+		for k := range recs {
+			r := &recs[k]
+			switch {
+			case r.Err != nil:
+				return agent.SyncRecord{}, unplanned, r.Err
+			case r.Result.Full:
+				unplanned = append(unplanned, *r)
+			case partial == nil:
+				partial = r
+			}
+		}
+		if partial != nil {
+			return *partial, unplanned, nil
+		}
+	}
+	return agent.SyncRecord{}, unplanned, fmt.Errorf("sync: the proxy of %s carried %d changes in a row with full syncs only (%s): no partial sync to time",
+		ag.Node(), partialAttempts, fullCause(unplanned[len(unplanned)-1]))
+}
+
+// fullCause names why the proxy made a full sync it was not asked for.
+func fullCause(r agent.SyncRecord) string {
+	switch {
+	case r.Periodic:
+		return "periodic"
+	case r.StateLost != nil:
+		return "state-lost"
+	default:
+		return "backend" // after an error, a vanished canary, or the backend's own choice
+	}
 }
