@@ -253,6 +253,20 @@ func judgeCell(key string, d Metric, a, b *gateSide, o GateOptions, alpha float6
 		return c
 	}
 	c.Verdict, c.Reason = directionVerdict(d.Better, c.Ratio, o.Threshold, false)
+	// With rounds, the change must show in every round: a pooled difference that some
+	// round contradicts is drift within a round, not B.
+	if c.Rounds >= 2 && c.Verdict != GatePass {
+		for _, r := range slices.Sorted(maps.Keys(a.byRound)) {
+			ma, mb := median(slices.Clone(a.byRound[r])), median(slices.Clone(b.byRound[r]))
+			if len(b.byRound[r]) == 0 || ma == 0 {
+				continue
+			}
+			if (mb/ma > 1) != (c.Ratio > 1) {
+				c.Verdict, c.Reason = GatePass, fmt.Sprintf("round %s disagrees (B/A %.3f): drift, not B", r, mb/ma)
+				break
+			}
+		}
+	}
 	return c
 }
 

@@ -133,3 +133,28 @@ func TestGateBadInput(t *testing.T) {
 	_, err := Gate(&Results{Runs: []Run{{Backend: "a"}, {Backend: "b"}}}, GateOptions{A: "a", B: "b"})
 	assert.ErrorContains(t, err, "no gated metric")
 }
+
+// TestGateRoundsMustAgree: a pooled difference that one round contradicts is drift.
+func TestGateRoundsMustAgree(t *testing.T) {
+	res := &Results{Metrics: []Metric{gateTestMetric}}
+	add := func(be, round string, v float64) {
+		s := make([]float64, 20)
+		for i := range s {
+			s[i] = v * (1 + 0.01*float64(i))
+		}
+		res.Add(be, Measurement{Name: MeasureSync, Params: map[string]string{"kind": "partial", RoundParam: round}, Unit: UnitSeconds, Samples: s})
+	}
+	add("a", "0", 1)
+	add("b", "0", 3) // B 3x slower in round 0 ...
+	add("a", "1", 1)
+	add("b", "1", 0.95) // ... and faster in round 1
+	rep, err := Gate(res, GateOptions{A: "a", B: "b", Threshold: 0.1})
+	require.NoError(t, err)
+	assert.Equal(t, GatePass, rep.Cells[0].Verdict)
+	assert.Contains(t, rep.Cells[0].Reason, "round 1 disagrees")
+
+	res.Runs[1].Measurements[1].Samples = []float64{1.5, 1.6, 1.7, 1.8, 1.9, 2, 2.1, 2.2, 2.3, 2.4, 1.5, 1.6, 1.7, 1.8, 1.9, 2, 2.1, 2.2, 2.3, 2.4}
+	rep, err = Gate(res, GateOptions{A: "a", B: "b", Threshold: 0.1})
+	require.NoError(t, err)
+	assert.Equal(t, GateRegression, rep.Cells[0].Verdict, "both rounds agree")
+}
