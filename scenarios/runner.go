@@ -53,6 +53,10 @@ type RunOptions struct {
 	// host's (the zero value) or a prepared root (`kpbench tools prepare`). The results'
 	// environment records them and the versions of the tools they hold.
 	Tools toolroot.Root
+	// Rounds runs the backends this many times, interleaved (A B, B A, A B, ...), each
+	// pass on a fresh lab, its measurements labelled with their round
+	// (reports.RoundParam), for the A/B gate (0 or 1: once, no label; see DefaultRounds).
+	Rounds int
 }
 
 // ModeBackend maps a KubeProxyConfiguration mode to the backend that implements it
@@ -99,8 +103,9 @@ func Run(ctx context.Context, sc *Scenario, o RunOptions) (*reports.Results, err
 		o.Progress.Note("", err.Error())
 	}
 	var errs []error
-	for _, b := range o.Backends {
-		s := &Session{Scenario: sc, Backend: b, opts: o, registry: reg, results: res}
+	for _, p := range passes(o.Backends, o.Rounds) {
+		b := p.backend
+		s := &Session{Scenario: sc, Backend: b, opts: p.options(o), registry: reg, results: res}
 		if err := s.run(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", b, err))
 			res.Cases = append(res.Cases, reports.Case{Name: sc.Name, Backend: b, Result: reports.CaseFail, Reason: err.Error()})

@@ -88,7 +88,7 @@ func registry() []entry {
 				Family: FamilyIPTablesNFT, Mode: ModeIPTables, ModeDefault: true,
 				Dump: dumpIPTablesNFT, CountRules: iptables.CountSavedRules, Normalizer: normalizeIPTables,
 				Caps:     Capabilities{WholeTableCache: true},
-				Variants: "iptables@" + variantWholeTableCache + " (the whole-table cache hint on)",
+				Variants: "iptables@" + variantWholeTableCache + " (the whole-table cache hint on), iptables@" + variantSame + " (the same backend under another name, for A = B runs) or iptables@" + variantSlowPrefix + "N (every sync N% slower, to prove the A/B gate)",
 			},
 			build: func(n Node, s Settings, variant string) (backends.Backend, error) {
 				lock, err := lockFile(n, s)
@@ -99,11 +99,20 @@ func registry() []entry {
 				if variant == variantWholeTableCache {
 					o.Name, o.WholeTableCache = Reference("iptables", variant), true
 				}
+				if variant == variantSame {
+					o.Name = Reference("iptables", variant)
+				}
+				if slow, ok, _ := parseSlow(variant); ok {
+					return &slowed{Backend: iptables.New(o), name: Reference("iptables", variant), slowdown: slow}, nil
+				}
 				return iptables.New(o), nil
 			},
 			variant: func(v string) error {
-				if v != variantWholeTableCache {
-					return fmt.Errorf("want %s", variantWholeTableCache)
+				if _, ok, err := parseSlow(v); ok {
+					return err
+				}
+				if v != variantWholeTableCache && v != variantSame {
+					return fmt.Errorf("want %s, %s or %sN", variantWholeTableCache, variantSame, variantSlowPrefix)
 				}
 				return nil
 			},

@@ -45,6 +45,7 @@ func defaultOut(name string) string {
 func newRunCmd() *cobra.Command {
 	var backend, out string
 	var waitTimeout time.Duration
+	var rounds int
 	var kube *kubeTarget
 	var tools *toolsFlag
 	var allowSkip bool
@@ -91,13 +92,19 @@ input, 3 the bench failed.`,
 			for _, w := range sc.Warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
 			}
+			if rounds < 0 || rounds > 100 {
+				return badInput("--rounds %d: want 0 (automatic) to 100", rounds)
+			}
+			if rounds == 0 {
+				rounds = scenarios.DefaultRounds(backends)
+			}
 			if out == "" {
 				out = defaultOut(sc.Name)
 			}
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}
-			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Facts: scenarios.RegistryFacts{}, Progress: scenarios.NewProgress(cmd.ErrOrStderr()), MetricsDir: out, StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Tools: tools.Root()})
+			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Facts: scenarios.RegistryFacts{}, Progress: scenarios.NewProgress(cmd.ErrOrStderr()), MetricsDir: out, StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Tools: tools.Root(), Rounds: rounds})
 			if res != nil {
 				files, err := reports.WriteAll(out, res)
 				if err != nil {
@@ -115,6 +122,7 @@ input, 3 the bench failed.`,
 	cmd.Flags().StringVar(&backend, "backend", "", "backends to run, comma-separated, all (every backend that runs here) or ours (all but upstream kube-proxy) (default: the scenario's proxy mode)")
 	cmd.Flags().StringVar(&out, "out", "", "results directory (default out/<time>-<scenario>)")
 	cmd.Flags().BoolVar(&allowSkip, "allow-skip", false, "exit 0 when cases were skipped (still reported)")
+	cmd.Flags().IntVar(&rounds, "rounds", 0, "run the backends this many times, interleaved (A B, B A, ...), each pass labelled round=N for kpbench gate (0: 3 for two variants of one proxy mode, else 1)")
 	addWaitTimeoutFlag(cmd, &waitTimeout, os.Getenv)
 	kube = addKubeconfigFlags(cmd)
 	tools = addToolsFlag(cmd)
