@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kpbench.dev/kpbench/reports"
+	"kpbench.dev/kpbench/scenarios"
 	"kpbench.dev/kpbench/scenarios/conformance"
 )
 
@@ -38,8 +39,14 @@ Exit status: 0 every case passed (or xfail/xpass/skip), 1 a case failed, 2 bad i
 		Args:    cobra.NoArgs,
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var target scenarios.ClusterTarget
 			if kube.enabled() {
-				return kube.notYet(cmd)
+				t, err := kube.scenarioTarget(cmd)
+				if err != nil {
+					return err
+				}
+				target = t
+				backend = ""
 			}
 			backends, err := parseBackends(backend)
 			if err != nil {
@@ -58,7 +65,7 @@ Exit status: 0 every case passed (or xfail/xpass/skip), 1 a case failed, 2 bad i
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return fmt.Errorf("conform: %w", err)
 			}
-			rep, runErr := conformance.Run(cmd.Context(), suite, conformance.Options{Backends: backends, Progress: cmd.ErrOrStderr(), StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout})
+			rep, runErr := conformance.Run(cmd.Context(), suite, conformance.Options{Backends: backends, Progress: cmd.ErrOrStderr(), StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Target: target})
 			if rep == nil {
 				return runErr
 			}

@@ -62,8 +62,14 @@ Exit status: 0 every expectation held, 1 an expectation failed, 2 bad input, 3 t
 		Args:    exactArgs(1),
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var target scenarios.ClusterTarget
 			if kube.enabled() {
-				return kube.notYet(cmd)
+				t, err := kube.scenarioTarget(cmd)
+				if err != nil {
+					return err
+				}
+				target = t
+				backend = ""
 			}
 			backends, err := parseBackends(backend)
 			if err != nil {
@@ -76,8 +82,10 @@ Exit status: 0 every expectation held, 1 an expectation failed, 2 bad input, 3 t
 			if len(backends) == 0 {
 				backends = []string{scenarios.ModeBackend(sc.ProxyConfig.Mode)}
 			}
-			if err := sc.ValidateFor(scenarios.ValidationOptions{Backends: backends, Facts: scenarios.RegistryFacts{}}); err != nil {
-				return usageError{err}
+			if target == nil {
+				if err := sc.ValidateFor(scenarios.ValidationOptions{Backends: backends, Facts: scenarios.RegistryFacts{}}); err != nil {
+					return usageError{err}
+				}
 			}
 			for _, w := range sc.Warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
@@ -88,7 +96,7 @@ Exit status: 0 every expectation held, 1 an expectation failed, 2 bad input, 3 t
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}
-			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Facts: scenarios.RegistryFacts{}, Progress: scenarios.LineProgress{W: cmd.ErrOrStderr()}, MetricsDir: out, StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout})
+			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Facts: scenarios.RegistryFacts{}, Progress: scenarios.LineProgress{W: cmd.ErrOrStderr()}, MetricsDir: out, StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Target: target})
 			if res != nil {
 				files, err := reports.WriteAll(out, res)
 				if err != nil {
