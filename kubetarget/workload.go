@@ -172,8 +172,16 @@ func replaceContainers(spec *corev1.PodSpec, image, what string, idlePort int32)
 			if i > 0 {
 				nc.Name = fmt.Sprintf("%s-kpb%d", c.Name, i)
 			} else {
-				nc.Ports = c.Ports
 				nc.ReadinessProbe = tcpProbe(c.ReadinessProbe)
+			}
+			// Each container declares the ports it serves (a kubelet that serves the
+			// declared ports, as the lab's does, would otherwise bind them twice).
+			for _, p := range c.Ports {
+				if i < len(tcp) && p.ContainerPort == tcp[i] && p.Protocol != corev1.ProtocolUDP && p.Protocol != corev1.ProtocolSCTP ||
+					i < len(udp) && p.ContainerPort == udp[i] && p.Protocol == corev1.ProtocolUDP ||
+					i == 0 && p.Protocol == corev1.ProtocolSCTP {
+					nc.Ports = append(nc.Ports, p)
+				}
 			}
 			if n == 0 && idlePort != 0 && i == 0 && len(containers) == 0 {
 				nc.Args = []string{"netexec", "--http-port=" + strconv.Itoa(int(idlePort)), "--udp-port=-1"}
