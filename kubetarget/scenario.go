@@ -545,6 +545,7 @@ func (s *Scene) WaitSynced(ctx context.Context) error {
 // waitService waits until the Service answers from node's prober as its endpoints say.
 func (s *Scene) waitService(ctx context.Context, r *dialRequester, target probe.Target, svc *corev1.Service, node string, affinity bool) {
 	want := s.t.endpointPods(svc, node)
+	hasEndpoints := s.hasEndpoints(svc)
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
 	tries := min(50, max(1, 4*len(want)))
@@ -552,6 +553,9 @@ func (s *Scene) waitService(ctx context.Context, r *dialRequester, target probe.
 		a, err := r.dial(ctx, target, probeOptions(), tries)
 		if err != nil {
 			return false, err
+		}
+		if len(want) == 0 && hasEndpoints {
+			return len(a.Errors) == 0, nil // endpoints that are no pods of the run: answered is all that can be seen
 		}
 		if len(want) == 0 {
 			return len(a.Responses) == 0 && len(a.Errors) > 0 && classify(a.Errors[0]) == probe.Refused, nil
@@ -572,6 +576,24 @@ func (s *Scene) waitService(ctx context.Context, r *dialRequester, target probe.
 	if err != nil && ctx.Err() != nil {
 		s.t.logf("Service %s: node %s's proxy did not show its %d endpoints within %s; going on", svc.Name, node, len(want), settleTimeout)
 	}
+}
+
+// hasEndpoints reports whether the Service's EndpointSlices list a ready endpoint (an
+// unset Ready condition counts as ready, as for the proxies).
+func (s *Scene) hasEndpoints(svc *corev1.Service) bool {
+	s.t.mu.Lock()
+	defer s.t.mu.Unlock()
+	for _, sl := range s.t.slices {
+		if sl.Labels[discoveryv1.LabelServiceName] != svc.Name {
+			continue
+		}
+		for _, ep := range sl.Endpoints {
+			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // notReady says what is not ready yet ("" when everything is).
@@ -603,7 +625,7 @@ func (s *Scene) notReady() string {
 				continue
 			}
 			for _, ep := range sl.Endpoints {
-				if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+				if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
 					for _, a := range ep.Addresses {
 						eps[a] = true
 					}
