@@ -107,6 +107,19 @@ func (st *ScenarioTarget) Environment(ctx context.Context, env *reports.Environm
 type Scene struct {
 	t  *Target
 	rv atomic.Uint64
+
+	nsMu sync.Mutex
+	ns   map[string]string // kind/name → the namespace the scenario gave the object
+}
+
+// scenarioNS is the namespace the scenario gave an object (default "default").
+func (s *Scene) scenarioNS(kind, name string) string {
+	s.nsMu.Lock()
+	defer s.nsMu.Unlock()
+	if ns, ok := s.ns[kind+"/"+name]; ok {
+		return ns
+	}
+	return scenarioNamespace
 }
 
 var _ scenarios.Cluster = (*Scene)(nil)
@@ -139,6 +152,16 @@ func (s *Scene) changed(ctx context.Context) error {
 // Apply creates the objects in the run's namespace (the manifests changed as for check:
 // agnhost netexec in every container), or updates the ones that exist.
 func (s *Scene) Apply(ctx context.Context, objs ...runtime.Object) error {
+	s.nsMu.Lock()
+	if s.ns == nil {
+		s.ns = map[string]string{}
+	}
+	for _, o := range objs {
+		if m, ok := o.(metav1.Object); ok && m.GetNamespace() != "" {
+			s.ns[kindOf(o)+"/"+m.GetName()] = m.GetNamespace()
+		}
+	}
+	s.nsMu.Unlock()
 	out, _, err := Workload(objs, WorkloadOptions{Namespace: s.t.namespace, RunID: s.t.opts.RunID, Image: s.t.opts.Image, KeepImages: s.t.opts.KeepImages, IdlePort: idlePort})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadConfig, err)
@@ -259,7 +282,7 @@ func (s *Scene) Services() []*corev1.Service {
 	var out []*corev1.Service
 	for _, v := range s.t.Services() {
 		c := v.DeepCopy()
-		c.Namespace = scenarioNamespace
+		c.Namespace = s.scenarioNS("Service", c.Name)
 		out = append(out, c)
 	}
 	return out
@@ -271,7 +294,7 @@ func (s *Scene) EndpointSlices() []*discoveryv1.EndpointSlice {
 	var out []*discoveryv1.EndpointSlice
 	for _, v := range s.t.EndpointSlices() {
 		c := v.DeepCopy()
-		c.Namespace = scenarioNamespace
+		c.Namespace = s.scenarioNS("EndpointSlice", c.Name)
 		for i := range c.Endpoints {
 			if n := c.Endpoints[i].NodeName; n != nil {
 				l := s.labNode(*n)
@@ -291,7 +314,7 @@ func (s *Scene) Pods() []*corev1.Pod {
 	var out []*corev1.Pod
 	for _, v := range s.t.pods {
 		c := v.DeepCopy()
-		c.Namespace = scenarioNamespace
+		c.Namespace = s.scenarioNS("Pod", c.Name)
 		c.Spec.NodeName = s.labNode(c.Spec.NodeName)
 		out = append(out, c)
 	}
@@ -366,13 +389,16 @@ func (s *Scene) PodHost(_, name string) (lab.Host, bool) {
 // ProbeHost names the node's prober pod.
 func (s *Scene) ProbeHost(node string) string { return proberName(s.realNode(node)) }
 
-// AddPod creates an agnhost netexec pod (HTTP and UDP on port 80) on node and waits until
-// it has an address.
+// synthPort is the port AddPod's pods serve, TCP and UDP: the lab pods' default port.
+const synthPort = 8080
+
+// AddPod creates an agnhost netexec pod (HTTP and UDP on synthPort, as the lab's pods) on
+// node and waits until it has an address.
 func (s *Scene) AddPod(ctx context.Context, name, node string) (lab.Host, error) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PodSpec{NodeName: s.realNode(node), Containers: []corev1.Container{{Name: "echo", Image: "agnhost",
-			Ports: []corev1.ContainerPort{{ContainerPort: 80}, {ContainerPort: 80, Protocol: corev1.ProtocolUDP}}}}},
+			Ports: []corev1.ContainerPort{{ContainerPort: synthPort}, {ContainerPort: synthPort, Protocol: corev1.ProtocolUDP}}}}},
 	}
 	if err := s.Apply(ctx, pod); err != nil {
 		return lab.Host{}, err
@@ -389,7 +415,7 @@ func (s *Scene) AddPod(ctx context.Context, name, node string) (lab.Host, error)
 		if err != nil {
 			return false, nil
 		}
-		h = lab.Host{Name: name, Kind: lab.KindPod, IP: ip, Node: node, Ports: []lab.Port{{Protocol: echo.TCP, Number: 80}, {Protocol: echo.UDP, Number: 80}}}
+		h = lab.Host{Name: name, Kind: lab.KindPod, IP: ip, Node: node, Ports: []lab.Port{{Protocol: echo.TCP, Number: synthPort}, {Protocol: echo.UDP, Number: synthPort}}}
 		return true, nil
 	}, "pod "+name+" to get an address")
 	return h, err

@@ -19,6 +19,7 @@ import (
 	"kpbench.dev/kpbench/lab/controlplane"
 	"kpbench.dev/kpbench/lab/manifest"
 	"kpbench.dev/kpbench/reports"
+	"kpbench.dev/kpbench/scenarios/measure"
 	"kpbench.dev/kpbench/testbed"
 )
 
@@ -69,7 +70,7 @@ type ClusterTarget interface {
 // ErrNotAvailable marks what a cluster cannot do (kernel rules of a real cluster's nodes,
 // setting pod conditions the kubelet owns): the step is not checked there, neither
 // passed nor failed.
-var ErrNotAvailable = errors.New("not available on this cluster")
+var ErrNotAvailable = measure.ErrNotAvailable
 
 // ModeBackend maps a KubeProxyConfiguration mode to the backend that implements it
 // (backends/all.ForMode); a mode no backend implements is returned as it is, for the
