@@ -572,6 +572,9 @@ func (s *Scene) WaitSynced(ctx context.Context) error {
 func (s *Scene) waitService(ctx context.Context, r *dialRequester, target probe.Target, svc *corev1.Service, node string, affinity bool) {
 	want := s.t.endpointPods(svc, node)
 	hasEndpoints := s.hasEndpoints(svc)
+	if len(want) == 0 && hasEndpoints && svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal {
+		return // no endpoint on this node: its traffic is dropped, which a probe cannot tell from not synced yet
+	}
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
 	tries := min(50, max(1, 4*len(want)))

@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"kpbench.dev/kpbench/internal/upstream"
 	"kpbench.dev/kpbench/kubetarget"
 	"kpbench.dev/kpbench/labcluster"
+	"kpbench.dev/kpbench/reports"
 )
 
 // requireClusterUp skips (fails under KPBENCH_REQUIRE_PRIVILEGED=1 or
@@ -198,6 +200,58 @@ func TestConformKubeconfig(t *testing.T) {
 	assert.Equal(t, exitFailed, code, "%s%s", out.String(), errOut.String())
 	assert.Regexp(t, `wrong-expectation +fail`, out.String())
 	assert.Empty(t, runNamespaces(t, client), "namespaces left after the failed case")
+}
+
+// smallClusterLadder is cluster-ladder.yaml at 10 Services, with few samples.
+const smallClusterLadder = `apiVersion: kpbench.dev/v1alpha1
+kind: Scenario
+name: small-ladder
+topology: {nodes: 2, clients: 0}
+steps:
+- {name: grow-to-10, churn: {pattern: add, services: 10, endpointsPerService: 2, allAtOnce: true}}
+- {name: synced-10, wait: {synced: true, timeout: 1m}}
+- {name: lookup-10, measure: {name: lookup, params: {samples: 5}}}
+- {name: distribution-10, measure: {name: distribution, params: {endpoints: 4, connections: 40}}}
+`
+
+// TestRunKubeconfig runs a small ladder against a lab cluster through --kubeconfig: the
+// generated Services are created through the API, lookup and distribution are recorded,
+// results.json names the cluster (version, nodes, kube-proxy's mode), and nothing is left.
+// A scenario step that needs the nodes' rules fails (it is never a pass or a 0).
+func TestRunKubeconfig(t *testing.T) {
+	requireClusterUp(t)
+	kc, client := kubeconfigCluster(t, kubeproxy.ModeIPTables)
+	dir := t.TempDir()
+	sc := filepath.Join(dir, "small.yaml")
+	require.NoError(t, os.WriteFile(sc, []byte(smallClusterLadder), 0o644))
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"run", sc, "--kubeconfig", kc, "--out", out}, &stdout, &stderr)
+	require.Equal(t, exitOK, code, "%s%s", stdout.String(), stderr.String())
+	res, err := reports.Load(out)
+	require.NoError(t, err)
+	require.NotNil(t, res.Environment.Cluster)
+	assert.Equal(t, 2, res.Environment.Cluster.Nodes)
+	assert.Equal(t, "iptables", res.Environment.Cluster.ProxyMode)
+	assert.NotEmpty(t, res.Environment.Cluster.ServerVersion)
+	names := map[string]int{}
+	for _, r := range res.Runs {
+		for _, m := range r.Measurements {
+			names[m.Name] += len(m.Samples)
+		}
+	}
+	assert.Equal(t, 15, names["lookup"], "5 connects at first, middle and last; no established control through /dial")
+	assert.Equal(t, 4, names["distribution"], "one count per endpoint")
+	assert.Empty(t, runNamespaces(t, client))
+
+	rules := strings.Replace(smallClusterLadder, "- {name: lookup-10", "- {name: rules, measure: {name: rules}}\n- {name: lookup-10", 1)
+	require.NoError(t, os.WriteFile(sc, []byte(rules), 0o644))
+	stdout.Reset()
+	stderr.Reset()
+	code = run([]string{"run", sc, "--kubeconfig", kc, "--out", t.TempDir()}, &stdout, &stderr)
+	assert.NotEqual(t, exitOK, code, "kernel rules of a real cluster are not available: %s%s", stdout.String(), stderr.String())
+	assert.Contains(t, stdout.String()+stderr.String(), "not available on this cluster")
+	assert.Empty(t, runNamespaces(t, client))
 }
 
 // TestCheckKubeconfigKilledIsCleanedUp kills a `kpbench check --kubeconfig` with SIGKILL
