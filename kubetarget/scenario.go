@@ -484,13 +484,29 @@ func (p sceneProber) Request(ctx context.Context, target probe.Target, opts prob
 		err := fmt.Errorf("probe from source port %d: %w (netexec's /dial picks its own port)", opts.SourcePort, scenarios.ErrNotAvailable)
 		return probe.Result{Err: err, Class: probe.Other}
 	}
-	return p.r.Request(ctx, target, opts)
+	res := p.r.Request(ctx, target, opts)
+	if res.Err != nil {
+		return res
+	}
+	// The client address the endpoint saw: a second /dial asking netexec's /clientip
+	// (another connection from the same pod; the proxy's rewriting does not depend on
+	// the source port).
+	a, err := p.r.dialUnchecked(ctx, target, opts, 1, "clientip")
+	if err == nil && len(a.Responses) > 0 {
+		if ap, perr := netip.ParseAddrPort(strings.TrimSpace(a.Responses[0])); perr == nil {
+			res.Answer.Client = ap
+		}
+	}
+	return res
 }
 
 // Connect times one /dial probe (API server round trip included): Connect and Total are
 // the same.
 func (p sceneProber) Connect(ctx context.Context, target probe.Target, opts probe.Options) probe.Result {
-	res := p.Request(ctx, target, opts)
+	if opts.SourcePort != 0 {
+		return p.Request(ctx, target, opts)
+	}
+	res := p.r.Request(ctx, target, opts)
 	res.Connect = res.Total
 	return res
 }
