@@ -566,7 +566,7 @@ func (s *Scene) WaitSynced(ctx context.Context) error {
 		svcs = []*corev1.Service{svcs[0], svcs[len(svcs)/2], svcs[len(svcs)-1]}
 	}
 	for _, svc := range svcs {
-		if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone || len(svc.Spec.Ports) == 0 || svc.Labels["service.kubernetes.io/service-proxy-name"] != "" {
+		if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone || len(svc.Spec.Ports) == 0 {
 			continue
 		}
 		ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
@@ -575,6 +575,17 @@ func (s *Scene) WaitSynced(ctx context.Context) error {
 			continue
 		}
 		target := targetOf(netip.AddrPortFrom(ip, uint16(sp.Port)), sp.Protocol)
+		if svc.Labels["service.kubernetes.io/service-proxy-name"] != "" {
+			// Not the proxy's: wait until node 0's prober is no longer answered.
+			r := &dialRequester{t: s.t, pod: proberName(s.t.nodes[0].Name), port: proberPort}
+			wctx, wcancel := context.WithTimeout(ctx, settleTimeout)
+			_ = poll(wctx, 200*time.Millisecond, func() (bool, error) {
+				a, err := r.dial(wctx, target, probeOptions(), 1)
+				return err == nil && len(a.Errors) > 0, nil
+			}, "")
+			wcancel()
+			continue
+		}
 		affinity := svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP
 		for _, n := range s.t.nodes {
 			r := &dialRequester{t: s.t, pod: proberName(n.Name), port: proberPort}
