@@ -634,13 +634,14 @@ func (s *Scene) waitService(ctx context.Context, r *dialRequester, target probe.
 	}
 }
 
-// hasEndpoints reports whether the Service's EndpointSlices list a ready endpoint (an
-// unset Ready condition counts as ready, as for the proxies).
+// hasEndpoints reports whether the Service's EndpointSlices that a proxy reads (not
+// labelled headless) list a ready endpoint (an unset Ready condition counts as ready, as
+// for the proxies).
 func (s *Scene) hasEndpoints(svc *corev1.Service) bool {
 	s.t.mu.Lock()
 	defer s.t.mu.Unlock()
 	for _, sl := range s.t.slices {
-		if sl.Labels[discoveryv1.LabelServiceName] != svc.Name {
+		if _, headless := sl.Labels[corev1.IsHeadlessService]; headless || sl.Labels[discoveryv1.LabelServiceName] != svc.Name {
 			continue
 		}
 		for _, ep := range sl.Endpoints {
