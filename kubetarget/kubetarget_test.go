@@ -74,7 +74,11 @@ func TestWorkload(t *testing.T) {
 				assert.Equal(t, tt.wantArgs[i], c.Args)
 				assert.Empty(t, c.VolumeMounts)
 			}
-			assert.Equal(t, tt.in.Spec.Containers[0].Ports, got.Spec.Containers[0].Ports, "declared ports stay (named targetPorts)")
+			var ports []corev1.ContainerPort
+			for _, c := range got.Spec.Containers {
+				ports = append(ports, c.Ports...)
+			}
+			assert.ElementsMatch(t, tt.in.Spec.Containers[0].Ports, ports, "declared ports stay (named targetPorts), each once")
 			assert.Empty(t, got.Spec.Volumes)
 			assert.Empty(t, got.Spec.ServiceAccountName)
 			if rp := got.Spec.Containers[0].ReadinessProbe; rp != nil {

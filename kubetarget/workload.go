@@ -39,6 +39,9 @@ type WorkloadOptions struct {
 	Image string
 	// KeepImages keeps the containers as written (only reachability can be checked then).
 	KeepImages bool
+	// IdlePort, when set, is the port netexec serves in a container that declares none
+	// (instead of pause): such pods can then send probes (a scenario's client pods).
+	IdlePort int32
 }
 
 // Workload turns the manifests' objects into what kpbench creates: the same objects in
@@ -71,12 +74,12 @@ func Workload(objs []runtime.Object, o WorkloadOptions) ([]runtime.Object, []str
 		switch t := obj.(type) {
 		case *corev1.Pod:
 			if !o.KeepImages {
-				notes = append(notes, replaceContainers(&t.Spec, o.Image, "Pod "+t.Name)...)
+				notes = append(notes, replaceContainers(&t.Spec, o.Image, "Pod "+t.Name, o.IdlePort)...)
 			}
 		case *appsv1.Deployment:
 			t.Spec.Template.Labels = withLabel(t.Spec.Template.Labels, RunLabel, o.RunID)
 			if !o.KeepImages {
-				notes = append(notes, replaceContainers(&t.Spec.Template.Spec, o.Image, "Deployment "+t.Name)...)
+				notes = append(notes, replaceContainers(&t.Spec.Template.Spec, o.Image, "Deployment "+t.Name, o.IdlePort)...)
 			}
 		case *corev1.Service:
 			t.Spec.ClusterIPs = nil
@@ -126,7 +129,7 @@ func withLabel(l map[string]string, k, v string) map[string]string {
 // each), drops what would not work in the run's namespace or with another image
 // (volumes, env, init containers, service account, hooks, security contexts, exec
 // probes), and returns what it changed.
-func replaceContainers(spec *corev1.PodSpec, image, what string) []string {
+func replaceContainers(spec *corev1.PodSpec, image, what string, idlePort int32) []string {
 	var notes []string
 	if len(spec.Volumes) > 0 || len(spec.InitContainers) > 0 || spec.ServiceAccountName != "" {
 		notes = append(notes, fmt.Sprintf("%s: volumes, init containers and service account dropped", what))
@@ -169,10 +172,20 @@ func replaceContainers(spec *corev1.PodSpec, image, what string) []string {
 			if i > 0 {
 				nc.Name = fmt.Sprintf("%s-kpb%d", c.Name, i)
 			} else {
-				nc.Ports = c.Ports
 				nc.ReadinessProbe = tcpProbe(c.ReadinessProbe)
 			}
-			if n == 0 {
+			// Each container declares the ports it serves (a kubelet that serves the
+			// declared ports, as the lab's does, would otherwise bind them twice).
+			for _, p := range c.Ports {
+				if i < len(tcp) && p.ContainerPort == tcp[i] && p.Protocol != corev1.ProtocolUDP && p.Protocol != corev1.ProtocolSCTP ||
+					i < len(udp) && p.ContainerPort == udp[i] && p.Protocol == corev1.ProtocolUDP ||
+					i == 0 && p.Protocol == corev1.ProtocolSCTP {
+					nc.Ports = append(nc.Ports, p)
+				}
+			}
+			if n == 0 && idlePort != 0 && i == 0 && len(containers) == 0 {
+				nc.Args = []string{"netexec", "--http-port=" + strconv.Itoa(int(idlePort)), "--udp-port=-1"}
+			} else if n == 0 {
 				nc.Args = []string{"pause"}
 			} else {
 				httpPort, udpPort := int32(-1), int32(-1)

@@ -86,6 +86,21 @@ type Environment struct {
 	Accelerator string `json:"accelerator"`
 	// Date is when the environment was collected.
 	Date time.Time `json:"date"`
+	// Cluster describes the cluster a run went to instead of a lab (kpbench run
+	// --kubeconfig); nil for the lab.
+	Cluster *ClusterEnvironment `json:"cluster,omitempty"`
+}
+
+// ClusterEnvironment is what a run knows of a real cluster.
+type ClusterEnvironment struct {
+	// ServerVersion is the API server's version, e.g. "v1.37.2".
+	ServerVersion string `json:"serverVersion"`
+	// Nodes is the number of Ready, schedulable nodes.
+	Nodes int `json:"nodes"`
+	// ProxyMode is kube-proxy's /proxyMode answer ("" when none answered).
+	ProxyMode string `json:"proxyMode,omitempty"`
+	// ProxyModeNote says why the mode is unknown.
+	ProxyModeNote string `json:"proxyModeNote,omitempty"`
 }
 
 // Run is the measurements of one backend under one set of labels.

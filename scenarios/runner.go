@@ -20,6 +20,7 @@ import (
 	"kpbench.dev/kpbench/lab/controlplane"
 	"kpbench.dev/kpbench/lab/manifest"
 	"kpbench.dev/kpbench/reports"
+	"kpbench.dev/kpbench/scenarios/measure"
 	"kpbench.dev/kpbench/testbed"
 )
 
@@ -57,7 +58,28 @@ type RunOptions struct {
 	// pass on a fresh lab, its measurements labelled with their round
 	// (reports.RoundParam), for the A/B gate (0 or 1: once, no label; see DefaultRounds).
 	Rounds int
+	// Target, when set, is the cluster the scenario runs against instead of a lab built
+	// here (a real cluster reached through a kubeconfig): Backends are not used, the
+	// results carry Target.Name() as the backend.
+	Target ClusterTarget
 }
+
+// ClusterTarget opens a cluster that kpbench did not build, once per scenario.
+type ClusterTarget interface {
+	// Name is what the results call the target (in place of a backend name).
+	Name() string
+	// Open prepares the cluster for sc; closer removes whatever the run made there
+	// (also after a failure).
+	Open(ctx context.Context, sc *Scenario) (c Cluster, closer func(context.Context) error, err error)
+	// Environment adds what is known of the cluster (server version, nodes, proxy
+	// mode) to the results' environment.
+	Environment(ctx context.Context, env *reports.Environment)
+}
+
+// ErrNotAvailable marks what a cluster cannot do (kernel rules of a real cluster's nodes,
+// setting pod conditions the kubelet owns): the step is not checked there, neither
+// passed nor failed.
+var ErrNotAvailable = measure.ErrNotAvailable
 
 // ModeBackend maps a KubeProxyConfiguration mode to the backend that implements it
 // (backends/all.ForMode); a mode no backend implements is returned as it is, for the
@@ -74,6 +96,9 @@ func ModeBackend(mode string) string {
 // be built, a backend that cannot sync); a failed expectation is a failed case, not an
 // error.
 func Run(ctx context.Context, sc *Scenario, o RunOptions) (*reports.Results, error) {
+	if o.Target != nil {
+		return runTarget(ctx, sc, o)
+	}
 	if len(o.Backends) == 0 {
 		o.Backends = []string{ModeBackend(sc.ProxyConfig.Mode)}
 	}
@@ -116,6 +141,61 @@ func Run(ctx context.Context, sc *Scenario, o RunOptions) (*reports.Results, err
 	}
 	res.Finished = time.Now()
 	return res, errors.Join(errs...)
+}
+
+// runTarget runs the scenario once against o.Target.
+func runTarget(ctx context.Context, sc *Scenario, o RunOptions) (*reports.Results, error) {
+	if o.Progress == nil {
+		o.Progress = LineProgress{}
+	}
+	reg := sc.registry
+	if reg == nil {
+		reg = DefaultRegistry()
+	}
+	name := o.Target.Name()
+	res := &reports.Results{
+		SchemaVersion: reports.SchemaVersion, Environment: reports.CollectEnvironment(ctx),
+		Scenario: sc.Name, Started: time.Now(),
+	}
+	s := &Session{Scenario: sc, Backend: name, opts: o, registry: reg, results: res}
+	err := s.runOnTarget(ctx)
+	if err != nil {
+		err = fmt.Errorf("%s: %w", name, err)
+		res.Cases = append(res.Cases, reports.Case{Name: sc.Name, Backend: name, Result: reports.CaseFail, Reason: err.Error()})
+	}
+	res.Finished = time.Now()
+	return res, err
+}
+
+// runOnTarget opens the target's cluster, applies the manifests and runs every step.
+func (s *Session) runOnTarget(ctx context.Context) (err error) {
+	start := time.Now()
+	c, closer, err := s.opts.Target.Open(ctx, s.Scenario)
+	if err != nil {
+		return err
+	}
+	s.Cluster = c
+	defer func() { err = errors.Join(err, closer(context.WithoutCancel(ctx))) }()
+	var objs []manifest.Object
+	for _, m := range s.Scenario.Manifests {
+		objs = append(objs, m.Objects...)
+	}
+	if len(objs) > 0 {
+		if err := c.Apply(ctx, manifest.RuntimeObjects(objs)...); err != nil {
+			return fmt.Errorf("apply manifests: %w", err)
+		}
+	}
+	if err := c.WaitSynced(ctx); err != nil {
+		return err
+	}
+	s.opts.Target.Environment(ctx, &s.results.Environment)
+	s.Logf("cluster ready and synced in %.1fs", time.Since(start).Seconds())
+	for i := range s.Scenario.Steps {
+		if err := s.runStep(ctx, i); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Failed reports whether any case failed.

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kpbench.dev/kpbench/reports"
+	"kpbench.dev/kpbench/scenarios"
 	"kpbench.dev/kpbench/scenarios/conformance"
 )
 
@@ -42,8 +43,14 @@ Exit status: 0 every case × backend passed, xfailed or xpassed (or skipped, wit
 		Args:    cobra.NoArgs,
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var target scenarios.ClusterTarget
 			if kube.enabled() {
-				return kube.notYet(cmd)
+				t, err := kube.scenarioTarget(cmd)
+				if err != nil {
+					return err
+				}
+				target = t
+				backend = ""
 			}
 			backends, err := parseBackends(backend)
 			if err != nil {
@@ -65,7 +72,7 @@ Exit status: 0 every case × backend passed, xfailed or xpassed (or skipped, wit
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return fmt.Errorf("conform: %w", err)
 			}
-			rep, runErr := conformance.Run(cmd.Context(), suite, conformance.Options{Backends: backends, Progress: cmd.ErrOrStderr(), StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Tools: tools.Root()})
+			rep, runErr := conformance.Run(cmd.Context(), suite, conformance.Options{Backends: backends, Progress: cmd.ErrOrStderr(), StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Tools: tools.Root(), Target: target})
 			if rep == nil {
 				return runErr
 			}

@@ -72,9 +72,30 @@ func (k *kubeTarget) validate() error {
 	return nil
 }
 
-// notYet refuses a command that has no real-cluster path yet.
-func (k *kubeTarget) notYet(cmd *cobra.Command) error {
-	return badInput("%s --kubeconfig is not implemented yet (only check is; see docs/real-clusters.md)", cmd.Name())
+// scenarioTarget returns the cluster that conform and run send their scenarios to
+// (each scenario in a namespace of its own), refusing the flags that have no meaning
+// there.
+func (k *kubeTarget) scenarioTarget(cmd *cobra.Command) (*kubetarget.ScenarioTarget, error) {
+	for _, name := range []string{"backend", "tools", "rounds"} {
+		if cmd.Flags().Changed(name) {
+			return nil, badInput("--%s is a lab flag: with --kubeconfig the cluster's own proxy runs the scenarios", name)
+		}
+	}
+	for _, name := range []string{"dry-run", "allow-not-checked"} {
+		if cmd.Flags().Changed(name) {
+			return nil, badInput("--%s: only check --kubeconfig has it", name)
+		}
+	}
+	client, _, err := kubetarget.Client(k.kubeconfig, k.context)
+	if err != nil {
+		return nil, wrapTargetErr(err)
+	}
+	return &kubetarget.ScenarioTarget{
+		Client:        client,
+		Options:       kubetarget.Options{Image: k.image, KeepImages: k.keepImages, MaxObjects: k.maxObjects, Log: cmd.ErrOrStderr()},
+		DeleteTimeout: k.deleteTimeout,
+		NewRunID:      func() string { return randomID(6) },
+	}, nil
 }
 
 // wrapTargetErr marks the target's refusals of the user's input as bad input.
@@ -92,7 +113,7 @@ func (k *kubeTarget) check(cmd *cobra.Command, files []string, output string) (e
 	if output != "table" && output != "json" {
 		return badInput("-o %q: allowed values are table, json", output)
 	}
-	for _, name := range []string{"backend", "nodes", "clients"} {
+	for _, name := range []string{"backend", "nodes", "clients", "tools"} {
 		if cmd.Flags().Changed(name) {
 			return badInput("--%s is a lab flag: with --kubeconfig the cluster's own nodes and proxy are checked", name)
 		}

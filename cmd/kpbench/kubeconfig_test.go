@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"kpbench.dev/kpbench/internal/upstream"
 	"kpbench.dev/kpbench/kubetarget"
 	"kpbench.dev/kpbench/labcluster"
+	"kpbench.dev/kpbench/reports"
 )
 
 // requireClusterUp skips (fails under KPBENCH_REQUIRE_PRIVILEGED=1 or
@@ -137,6 +139,121 @@ func TestCheckKubeconfig(t *testing.T) {
 	}
 }
 
+// wrongConformCase expects refusals from a Service that has an endpoint: it must fail
+// on any working proxy (the gate of conform --kubeconfig failing on purpose).
+const wrongConformCase = `apiVersion: kpbench.dev/v1alpha1
+kind: Scenario
+name: wrong-expectation
+topology: {nodes: 2}
+manifests:
+- inline:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: client, labels: {role: client}}
+    spec: {nodeName: node-1, containers: [{name: c, image: agnhost}]}
+- inline:
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: web-0, labels: {app: web}}
+    spec: {nodeName: node-0, containers: [{name: c, image: agnhost, ports: [{containerPort: 80}]}]}
+- inline:
+    apiVersion: v1
+    kind: Service
+    metadata: {name: web}
+    spec: {selector: {app: web}, ports: [{port: 80}]}
+steps:
+- wait: {synced: true}
+- name: reached
+  expect: {from: pod:client, to: {service: web}, expectation: allEndpoints, count: 5}
+- name: refused-but-served
+  expect: {from: pod:client, to: {service: web}, expectation: refused}
+`
+
+// TestConformKubeconfig runs a subset of the conformance suite against a lab cluster
+// through --kubeconfig: a case that runs passes, a case that needs a client outside the
+// cluster is not checked (skip, with the reason), a wrong expectation fails (exit 1),
+// and no namespace is left.
+func TestConformKubeconfig(t *testing.T) {
+	requireClusterUp(t)
+	kc, client := kubeconfigCluster(t, kubeproxy.ModeIPTables)
+	var out, errOut bytes.Buffer
+	var code int
+	for _, tt := range []struct{ cases, want string }{
+		{"basic-endpoints", "pass"},
+		{"external-ips", "skip"},
+	} {
+		out.Reset()
+		errOut.Reset()
+		code = run([]string{"conform", "--kubeconfig", kc, "--dir", "../../scenarios/conformance", "--cases", tt.cases, "--out", t.TempDir()}, &out, &errOut)
+		assert.Equal(t, exitOK, code, "%s:\n%s%s", tt.cases, out.String(), errOut.String())
+		assert.Regexp(t, tt.cases+` +`+tt.want, out.String())
+		if tt.want == "skip" {
+			assert.Contains(t, out.String()+errOut.String(), "not checked")
+		}
+		assert.Empty(t, runNamespaces(t, client), "namespaces left after %s", tt.cases)
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "wrong.yaml"), []byte(wrongConformCase), 0o644))
+	out.Reset()
+	errOut.Reset()
+	code = run([]string{"conform", "--kubeconfig", kc, "--dir", dir, "--out", t.TempDir()}, &out, &errOut)
+	assert.Equal(t, exitFailed, code, "%s%s", out.String(), errOut.String())
+	assert.Regexp(t, `wrong-expectation +fail`, out.String())
+	assert.Empty(t, runNamespaces(t, client), "namespaces left after the failed case")
+}
+
+// smallClusterLadder is cluster-ladder.yaml at 10 Services, with few samples.
+const smallClusterLadder = `apiVersion: kpbench.dev/v1alpha1
+kind: Scenario
+name: small-ladder
+topology: {nodes: 2, clients: 0}
+steps:
+- {name: grow-to-10, churn: {pattern: add, services: 10, endpointsPerService: 2, allAtOnce: true}}
+- {name: synced-10, wait: {synced: true, timeout: 1m}}
+- {name: lookup-10, measure: {name: lookup, params: {samples: 5}}}
+- {name: distribution-10, measure: {name: distribution, params: {endpoints: 4, connections: 40}}}
+`
+
+// TestRunKubeconfig runs a small ladder against a lab cluster through --kubeconfig: the
+// generated Services are created through the API, lookup and distribution are recorded,
+// results.json names the cluster (version, nodes, kube-proxy's mode), and nothing is left.
+// A scenario step that needs the nodes' rules fails (it is never a pass or a 0).
+func TestRunKubeconfig(t *testing.T) {
+	requireClusterUp(t)
+	kc, client := kubeconfigCluster(t, kubeproxy.ModeIPTables)
+	dir := t.TempDir()
+	sc := filepath.Join(dir, "small.yaml")
+	require.NoError(t, os.WriteFile(sc, []byte(smallClusterLadder), 0o644))
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"run", sc, "--kubeconfig", kc, "--out", out}, &stdout, &stderr)
+	require.Equal(t, exitOK, code, "%s%s", stdout.String(), stderr.String())
+	res, err := reports.Load(out)
+	require.NoError(t, err)
+	require.NotNil(t, res.Environment.Cluster)
+	assert.Equal(t, 2, res.Environment.Cluster.Nodes)
+	assert.Equal(t, "iptables", res.Environment.Cluster.ProxyMode)
+	assert.NotEmpty(t, res.Environment.Cluster.ServerVersion)
+	names := map[string]int{}
+	for _, r := range res.Runs {
+		for _, m := range r.Measurements {
+			names[m.Name] += len(m.Samples)
+		}
+	}
+	assert.Equal(t, 15, names["lookup"], "5 connects at first, middle and last; no established control through /dial")
+	assert.Equal(t, 4, names["distribution"], "one count per endpoint")
+	assert.Empty(t, runNamespaces(t, client))
+
+	rules := strings.Replace(smallClusterLadder, "- {name: lookup-10", "- {name: rules, measure: {name: rules}}\n- {name: lookup-10", 1)
+	require.NoError(t, os.WriteFile(sc, []byte(rules), 0o644))
+	stdout.Reset()
+	stderr.Reset()
+	code = run([]string{"run", sc, "--kubeconfig", kc, "--out", t.TempDir()}, &stdout, &stderr)
+	assert.NotEqual(t, exitOK, code, "kernel rules of a real cluster are not available: %s%s", stdout.String(), stderr.String())
+	assert.Contains(t, stdout.String()+stderr.String(), "not available on this cluster")
+	assert.Empty(t, runNamespaces(t, client))
+}
+
 // TestCheckKubeconfigKilledIsCleanedUp kills a `kpbench check --kubeconfig` with SIGKILL
 // once its namespace exists: the namespace stays, and `kpbench cluster cleanup` removes it;
 // one interrupted with SIGINT (Ctrl-C) removes its namespace itself.
@@ -194,7 +311,8 @@ current-context: ctx
 		{"bad manifest", []string{"check", filepath.Join(dir, "nope.yaml"), "--kubeconfig", kc}, "nope.yaml"},
 		{"cleanup without kubeconfig", []string{"cluster", "cleanup"}, "--kubeconfig is required"},
 		{"lab flag with kubeconfig", []string{"check", "x.yaml", "--kubeconfig", kc, "--backend", "nftables"}, "--backend is a lab flag"},
-		{"conform not yet", []string{"conform", "--kubeconfig", kc}, "conform --kubeconfig is not implemented yet"},
+		{"conform lab flag", []string{"conform", "--kubeconfig", kc, "--backend", "nftables"}, "--backend is a lab flag"},
+		{"run dry-run", []string{"run", "../../scenarios/churn-small.yaml", "--kubeconfig", kc, "--dry-run"}, "--dry-run: only check --kubeconfig has it"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer

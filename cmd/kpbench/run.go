@@ -69,8 +69,14 @@ input, 3 the bench failed.`,
 		Args:    exactArgs(1),
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var target scenarios.ClusterTarget
 			if kube.enabled() {
-				return kube.notYet(cmd)
+				t, err := kube.scenarioTarget(cmd)
+				if err != nil {
+					return err
+				}
+				target = t
+				backend = ""
 			}
 			backends, err := parseBackends(backend)
 			if err != nil {
@@ -83,8 +89,10 @@ input, 3 the bench failed.`,
 			if len(backends) == 0 {
 				backends = []string{scenarios.ModeBackend(sc.ProxyConfig.Mode)}
 			}
-			if err := sc.ValidateFor(scenarios.ValidationOptions{Backends: backends, Facts: scenarios.RegistryFacts{}}); err != nil {
-				return usageError{err}
+			if target == nil {
+				if err := sc.ValidateFor(scenarios.ValidationOptions{Backends: backends, Facts: scenarios.RegistryFacts{}}); err != nil {
+					return usageError{err}
+				}
 			}
 			if err := tools.check(backends); err != nil {
 				return err
@@ -104,7 +112,7 @@ input, 3 the bench failed.`,
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}
-			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Facts: scenarios.RegistryFacts{}, Progress: scenarios.NewProgress(cmd.ErrOrStderr()), MetricsDir: out, StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Tools: tools.Root(), Rounds: rounds})
+			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Facts: scenarios.RegistryFacts{}, Progress: scenarios.NewProgress(cmd.ErrOrStderr()), MetricsDir: out, StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Tools: tools.Root(), Rounds: rounds, Target: target})
 			if res != nil {
 				files, err := reports.WriteAll(out, res)
 				if err != nil {

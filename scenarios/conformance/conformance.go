@@ -121,6 +121,10 @@ type Options struct {
 	// Tools are the userspace tools the backends run (scenarios.RunOptions.Tools; the
 	// zero value: the host's).
 	Tools toolroot.Root
+	// Target, when set, runs every case against that cluster instead of a lab per
+	// backend (scenarios.RunOptions.Target); Backends are not used. A case that needs
+	// what the cluster cannot do (scenarios.ErrNotAvailable) is skipped: not checked.
+	Target scenarios.ClusterTarget
 }
 
 // Result is one case on one backend.
@@ -216,6 +220,9 @@ func (r *Report) Verdict(allowSkip bool) string {
 // lab; one that cannot run here has all its cases skipped with the reason. The error is
 // for ctx ending; failures are results.
 func Run(ctx context.Context, suite []*scenarios.Scenario, o Options) (*Report, error) {
+	if o.Target != nil {
+		o.Backends = []string{o.Target.Name()}
+	}
 	if len(o.Backends) == 0 {
 		o.Backends = all.Available()
 	}
@@ -227,10 +234,12 @@ func Run(ctx context.Context, suite []*scenarios.Scenario, o Options) (*Report, 
 		rep.Cases = append(rep.Cases, sc.Name)
 	}
 	for _, b := range o.Backends {
-		if err := all.Validate(b); err != nil {
-			return nil, err
+		if o.Target == nil {
+			if err := all.Validate(b); err != nil {
+				return nil, err
+			}
 		}
-		if why := Preflight(ctx, b, o.Tools, o.WaitTimeout); why != "" {
+		if why := preflight(ctx, b, o); why != "" {
 			for _, sc := range suite {
 				rep.Results = append(rep.Results, Result{Case: sc.Name, Description: sc.Description, Backend: b, Outcome: Skip, Reason: why})
 			}
@@ -256,6 +265,14 @@ topology: {nodes: 1, clients: 0}
 steps:
 - wait: {synced: true, timeout: 30s}
 `
+
+// preflight is Preflight on a lab; a cluster target is not checked beforehand.
+func preflight(ctx context.Context, backend string, o Options) string {
+	if o.Target != nil {
+		return ""
+	}
+	return Preflight(ctx, backend, o.Tools, o.WaitTimeout)
+}
 
 // Preflight returns why backend cannot run on this machine with tools ("" when it can): it builds a
 // one-node lab with that backend and waits for its first sync, at most timeout (0:
@@ -291,13 +308,31 @@ func Preflight(ctx context.Context, backend string, tools toolroot.Root, timeout
 // account; o's Backends are not used.
 func RunCase(ctx context.Context, sc *scenarios.Scenario, backend string, o Options) Result {
 	start := time.Now()
-	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: scenarios.LineProgress{W: o.Progress}, StateDir: o.StateDir, WaitTimeout: o.WaitTimeout, Tools: o.Tools})
+	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: scenarios.LineProgress{W: o.Progress}, StateDir: o.StateDir, WaitTimeout: o.WaitTimeout, Tools: o.Tools, Target: o.Target})
 	out := Result{Case: sc.Name, Description: sc.Description, Backend: backend, Outcome: Pass, Duration: time.Since(start)}
 	if res != nil {
 		out.Steps = res.Cases
 	}
+	if why := notAvailable(err, out.Steps); why != "" {
+		out.Outcome, out.Reason = Skip, "not checked: "+why
+		return out
+	}
 	out.Outcome, out.Reason = judge(sc, backend, out.Steps, err)
 	return out
+}
+
+// notAvailable says why a case could not be checked on its cluster ("" when it could):
+// the run ended on scenarios.ErrNotAvailable, or a step failed on it.
+func notAvailable(err error, steps []reports.Case) string {
+	if errors.Is(err, scenarios.ErrNotAvailable) {
+		return oneLine(err.Error())
+	}
+	for _, c := range steps {
+		if c.Result == reports.CaseFail && strings.Contains(c.Reason+" "+c.Evidence, scenarios.ErrNotAvailable.Error()) {
+			return c.Name + ": " + oneLine(c.Reason+" "+c.Evidence)
+		}
+	}
+	return ""
 }
 
 // judge turns a run's step cases and error into an outcome, taking the steps' known

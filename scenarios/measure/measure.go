@@ -16,6 +16,7 @@ package measure
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -220,6 +221,10 @@ const (
 	MeasureSyncChangedServices = "sync-changed-services"
 )
 
+// ErrNotAvailable marks what a prober or cluster cannot do (a kept connection from a
+// real cluster's prober pod, its nodes' kernel rules).
+var ErrNotAvailable = errors.New("not available on this cluster")
+
 // Lookup measures first-packet cost: `samples` TCP connects from host to each target
 // (position name → address), interleaved so drift hits every position alike, then the
 // request latency over one established connection to the last target as the control
@@ -255,6 +260,9 @@ func Lookup(ctx context.Context, pr Prober, from string, targets map[string]neti
 	}
 	last := targets[positions[len(positions)-1]]
 	conn, err := pr.Dial(ctx, probe.Target{Addr: last, Protocol: lab.TCP}, probe.Options{Timeout: 2 * time.Second})
+	if errors.Is(err, ErrNotAvailable) {
+		return out, nil // no kept connection from this prober (a real cluster's): no control
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lookup: established control to %s: %w", last, err)
 	}
