@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"kpbench.dev/kpbench/reports"
-	"kpbench.dev/kpbench/scenarios"
 	"kpbench.dev/kpbench/scenarios/conformance"
 )
 
@@ -43,13 +42,11 @@ Exit status: 0 every case × backend passed, xfailed or xpassed (or skipped, wit
 		Args:    cobra.NoArgs,
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var target scenarios.ClusterTarget
-			if kube.enabled() {
-				t, err := kube.scenarioTarget(cmd)
-				if err != nil {
-					return err
-				}
-				target = t
+			target, err := kube.target(cmd)
+			if err != nil {
+				return err
+			}
+			if target != nil {
 				backend = ""
 			}
 			backends, err := parseBackends(backend)

@@ -13,6 +13,7 @@ import (
 
 	"kpbench.dev/kpbench/kubetarget"
 	"kpbench.dev/kpbench/lab/manifest"
+	"kpbench.dev/kpbench/scenarios"
 	"kpbench.dev/kpbench/scenarios/check"
 )
 
@@ -70,6 +71,19 @@ func (k *kubeTarget) validate() error {
 		return badInput("--delete-timeout %s: must be positive", k.deleteTimeout)
 	}
 	return nil
+}
+
+// target returns the cluster of --kubeconfig that conform and run send their scenarios
+// to, or nil (and no error) without --kubeconfig: the lab.
+func (k *kubeTarget) target(cmd *cobra.Command) (scenarios.ClusterTarget, error) {
+	if !k.enabled() {
+		return nil, nil
+	}
+	t, err := k.scenarioTarget(cmd)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return t, nil
 }
 
 // scenarioTarget returns the cluster that conform and run send their scenarios to

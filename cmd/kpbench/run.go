@@ -69,13 +69,11 @@ input, 3 the bench failed.`,
 		Args:    exactArgs(1),
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var target scenarios.ClusterTarget
-			if kube.enabled() {
-				t, err := kube.scenarioTarget(cmd)
-				if err != nil {
-					return err
-				}
-				target = t
+			target, err := kube.target(cmd)
+			if err != nil {
+				return err
+			}
+			if target != nil {
 				backend = ""
 			}
 			backends, err := parseBackends(backend)
