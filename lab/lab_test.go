@@ -240,3 +240,38 @@ func TestUpRefusesBadConfigBeforeCreatingAnything(t *testing.T) {
 	require.ErrorContains(t, err, "exceeds the limit")
 	assert.Empty(t, mustList(t, "kpb-tbad-"))
 }
+
+// TestBridgeMACsDoNotMove checks that the fabric's and a node's bridge keep their MAC
+// address when ports join. A bridge whose MAC was never set takes its lowest port's and
+// moves when a lower one joins; a pod that had learnt the old gateway MAC then lost every
+// connection through the gateway (the ipvs basic-endpoints flake).
+func TestBridgeMACsDoNotMove(t *testing.T) {
+	l := newTestLab(t, Config{Nodes: 1, PodsPerNode: 0})
+	node, ok := l.Host("node-0")
+	require.True(t, ok)
+	bridges := []struct{ nsPath, name string }{
+		{l.fabric.NetNSPath, fabricBridge},
+		{node.NetNSPath, podBridge},
+	}
+	macOf := func(nsPath, name string) string {
+		h, err := openNS(nsPath)
+		require.NoError(t, err)
+		defer h.Close()
+		link, err := h.LinkByName(name)
+		require.NoError(t, err)
+		return link.Attrs().HardwareAddr.String()
+	}
+	before := map[string]string{}
+	for _, b := range bridges {
+		before[b.name] = macOf(b.nsPath, b.name)
+	}
+	ctx := context.Background()
+	for _, name := range []string{"mac-0", "mac-1", "mac-2", "mac-3"} {
+		_, err := l.AddPod(ctx, PodSpec{Name: name, Node: "node-0", Ports: []Port{{Number: 80, Protocol: TCP}}})
+		require.NoError(t, err)
+	}
+	require.NoError(t, l.AddClientRoute(ctx, netip.MustParsePrefix("10.96.0.0/16")))
+	for _, b := range bridges {
+		assert.Equal(t, before[b.name], macOf(b.nsPath, b.name), "%s's MAC moved when ports joined", b.name)
+	}
+}

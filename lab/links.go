@@ -4,6 +4,7 @@ package lab
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -51,11 +52,25 @@ func (h *nsHandle) Close() {
 	h.ns.Close()
 }
 
-// addBridge creates a bridge, optionally with an address, and brings it up.
+// addBridge creates a bridge with a fixed MAC address, optionally with an IP address, and
+// brings it up.
 //
-// Equivalent to: `ip link add $name type bridge && ip addr add $addr dev $name && ip link set $name up`.
+// The MAC is fixed because a bridge whose address was never set takes the lowest MAC of its
+// ports, and changes it when a port with a lower one joins. A pod or node that learnt the
+// gateway's old MAC keeps sending to it; the bridge delivers those frames up as another
+// host's (PACKET_OTHERHOST), and the IP stack drops them without a counter: every
+// connection through the gateway times out until the neighbour entry expires. That was the
+// conformance flake "basic-endpoints on ipvs: one-endpoint: timeout=5", about one run in
+// three under load, after a pod joined the node's bridge.
+//
+// Equivalent to: `ip link add $name address $mac type bridge && ip addr add $addr dev $name &&
+// ip link set $name up`.
 func (h *nsHandle) addBridge(name string, addr netip.Prefix) error {
-	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}
+	mac, err := randomLocalMAC()
+	if err != nil {
+		return fmt.Errorf("bridge %s: %w", name, err)
+	}
+	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name, HardwareAddr: mac}}
 	if err := h.LinkAdd(br); err != nil {
 		return fmt.Errorf("add bridge %s: %w", name, err)
 	}
@@ -68,6 +83,16 @@ func (h *nsHandle) addBridge(name string, addr netip.Prefix) error {
 		return fmt.Errorf("bring up %s: %w", name, err)
 	}
 	return nil
+}
+
+// randomLocalMAC returns a random unicast, locally administered MAC address.
+func randomLocalMAC() (net.HardwareAddr, error) {
+	mac := make(net.HardwareAddr, 6)
+	if _, err := rand.Read(mac); err != nil {
+		return nil, fmt.Errorf("random MAC: %w", err)
+	}
+	mac[0] = mac[0]&^0x01 | 0x02
+	return mac, nil
 }
 
 // addVethInto creates a veth pair whose local end `local` is enslaved to bridge `master`

@@ -67,11 +67,20 @@ var (
 )
 
 // ipvsState explains an IPVS node beyond -Ln (weights, active and inactive connections):
-// packets and bytes per server, and the connection table with each entry's state and
-// expiry.
+// packets and bytes per server, the connection table with each entry's state and expiry,
+// and what decides whether a packet reaches IPVS at all: the iptables rules with their
+// packet counters, the ipsets they match, kube-ipvs0's addresses, the routes, any other
+// nftables table, conntrack's and the IP stack's drop counters.
 var ipvsState = []netns.Command{
 	{Path: "ipvsadm", Args: []string{"-Ln", "--stats"}},
 	{Path: "ipvsadm", Args: []string{"-Lnc"}},
+	{Path: "iptables-save", Args: []string{"-c"}},
+	{Path: "ipset", Args: []string{"list"}},
+	{Path: "ip", Args: []string{"-4", "addr", "show"}},
+	{Path: "ip", Args: []string{"-4", "route", "show", "table", "all"}},
+	{Path: "nft", Args: []string{"list", "ruleset"}},
+	{Path: "conntrack", Args: []string{"-S"}},
+	{Path: "nstat", Args: []string{"-asz"}},
 }
 
 var (
