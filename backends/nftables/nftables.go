@@ -177,7 +177,10 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 
 	cfg := configOf(desired)
 	s := b.synced.Begin()
-	full := s.Full || !cfg.equal(b.cfg)
+	full := s.Full
+	if !full && !cfg.equal(b.cfg) {
+		full, res.FullReason = true, "the node IPs, cluster CIDR or masqueradeAll changed"
+	}
 	var applyTime time.Duration
 	if !full {
 		t0 := time.Now()
@@ -187,7 +190,9 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 			b.synced.Failed()
 			return res, b.wrap("sync", fmt.Errorf("check table: %w", err))
 		}
-		full = !ok
+		if !ok {
+			full, res.FullReason = true, "table ip "+Table+" is gone"
+		}
 	}
 
 	var kernelChains, kernelSets []string

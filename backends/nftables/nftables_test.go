@@ -282,6 +282,7 @@ func TestTableDeletedBehindOurBack(t *testing.T) {
 	res, err := b.Sync(context.Background(), s)
 	require.NoError(t, err)
 	assert.True(t, res.Full)
+	assert.Equal(t, "table ip kube-proxy is gone", res.FullReason)
 	assert.Equal(t, want, fake.Dump())
 }
 
@@ -336,6 +337,11 @@ func TestConfigChangeMakesSyncFull(t *testing.T) {
 	res, err := b.Sync(context.Background(), s)
 	require.NoError(t, err)
 	assert.True(t, res.Full)
+	assert.Contains(t, res.FullReason, "node IPs")
+	res, err = b.Sync(context.Background(), s)
+	require.NoError(t, err)
+	assert.False(t, res.Full)
+	assert.Empty(t, res.FullReason, "a partial sync has no reason")
 }
 
 func TestCleanup(t *testing.T) {
