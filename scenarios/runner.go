@@ -62,6 +62,11 @@ type RunOptions struct {
 	// here (a real cluster reached through a kubeconfig): Backends are not used, the
 	// results carry Target.Name() as the backend.
 	Target ClusterTarget
+	// Environment, when set, is the results' environment, collected by the caller:
+	// conform runs a scenario per case on the same machine and tools, and collects it
+	// (and reads the tools' versions, which chroots into a tool root) once. Unset: Run
+	// collects it and records Tools.
+	Environment *reports.Environment
 }
 
 // ClusterTarget opens a cluster that kpbench did not build, once per scenario.
@@ -120,12 +125,14 @@ func Run(ctx context.Context, sc *Scenario, o RunOptions) (*reports.Results, err
 	if reg == nil {
 		reg = DefaultRegistry()
 	}
-	res := &reports.Results{
-		SchemaVersion: reports.SchemaVersion, Environment: reports.CollectEnvironment(ctx),
-		Scenario: sc.Name, Started: time.Now(),
-	}
-	if err := RecordTools(ctx, &res.Environment, o.Tools); err != nil {
-		o.Progress.Note("", err.Error())
+	res := &reports.Results{SchemaVersion: reports.SchemaVersion, Scenario: sc.Name, Started: time.Now()}
+	if o.Environment != nil {
+		res.Environment = *o.Environment
+	} else {
+		res.Environment = reports.CollectEnvironment(ctx)
+		if err := RecordTools(ctx, &res.Environment, o.Tools); err != nil {
+			o.Progress.Note("", err.Error())
+		}
 	}
 	var errs []error
 	for _, p := range passes(o.Backends, o.Rounds) {

@@ -47,8 +47,10 @@ func TestRunSavesNodeStateOnFailure(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	res, err := Run(ctx, sc, RunOptions{Backends: []string{"nftables"}, StateDir: dir})
+	given := &reports.Environment{Hostname: "given-by-the-caller"}
+	res, err := Run(ctx, sc, RunOptions{Backends: []string{"nftables"}, StateDir: dir, Environment: given})
 	require.Error(t, err, "the expectation must fail")
+	assert.Equal(t, "given-by-the-caller", res.Environment.Hostname, "RunOptions.Environment is recorded, not collected again")
 	path := filepath.Join(dir, "state-on-failure-nftables-step2.txt")
 	var failed *reports.Case
 	for i, c := range res.Cases {

@@ -152,6 +152,8 @@ type Report struct {
 	Started, Finished time.Time
 	// Tools are the userspace tools the backends ran (Options.Tools).
 	Tools toolroot.Root
+	// environment is the machine's, collected once by Run (nil on a cluster target).
+	environment *reports.Environment
 }
 
 // Get returns the result of a case on a backend.
@@ -230,6 +232,12 @@ func Run(ctx context.Context, suite []*scenarios.Scenario, o Options) (*Report, 
 		o.Progress = io.Discard
 	}
 	rep := &Report{Backends: o.Backends, Started: time.Now(), Tools: o.Tools}
+	if o.Target == nil {
+		// One environment for every case: collecting it reads the tools' versions.
+		env := reports.CollectEnvironment(ctx)
+		_ = scenarios.RecordTools(ctx, &env, o.Tools) // a version not read is left empty
+		rep.environment = &env
+	}
 	for _, sc := range suite {
 		rep.Cases = append(rep.Cases, sc.Name)
 	}
@@ -250,7 +258,7 @@ func Run(ctx context.Context, suite []*scenarios.Scenario, o Options) (*Report, 
 				rep.Finished = time.Now()
 				return rep, err
 			}
-			rep.Results = append(rep.Results, RunCase(ctx, sc, b, o))
+			rep.Results = append(rep.Results, runCase(ctx, sc, b, o, rep.environment))
 		}
 	}
 	rep.Finished = time.Now()
@@ -307,8 +315,14 @@ func Preflight(ctx context.Context, backend string, tools toolroot.Root, timeout
 // RunCase runs one scenario on one backend and judges it, taking knownFailures into
 // account; o's Backends are not used.
 func RunCase(ctx context.Context, sc *scenarios.Scenario, backend string, o Options) Result {
+	return runCase(ctx, sc, backend, o, nil)
+}
+
+// runCase is RunCase with the environment collected once by Run (nil: the case's run
+// collects its own).
+func runCase(ctx context.Context, sc *scenarios.Scenario, backend string, o Options, env *reports.Environment) Result {
 	start := time.Now()
-	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: scenarios.LineProgress{W: o.Progress}, StateDir: o.StateDir, WaitTimeout: o.WaitTimeout, Tools: o.Tools, Target: o.Target})
+	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: scenarios.LineProgress{W: o.Progress}, StateDir: o.StateDir, WaitTimeout: o.WaitTimeout, Tools: o.Tools, Target: o.Target, Environment: env})
 	out := Result{Case: sc.Name, Description: sc.Description, Backend: backend, Outcome: Pass, Duration: time.Since(start)}
 	if res != nil {
 		out.Steps = res.Cases
@@ -416,11 +430,13 @@ func (r *Report) WriteMatrix(w io.Writer) error {
 // xpass as a pass, both with the reason prefixed by their outcome; the evidence lists
 // every step's outcome.
 func (r *Report) ReportResults(ctx context.Context) *reports.Results {
-	res := &reports.Results{
-		SchemaVersion: reports.SchemaVersion, Environment: reports.CollectEnvironment(ctx),
-		Scenario: "conformance", Started: r.Started, Finished: r.Finished,
+	res := &reports.Results{SchemaVersion: reports.SchemaVersion, Scenario: "conformance", Started: r.Started, Finished: r.Finished}
+	if r.environment != nil {
+		res.Environment = *r.environment
+	} else {
+		res.Environment = reports.CollectEnvironment(ctx)
+		_ = scenarios.RecordTools(ctx, &res.Environment, r.Tools) // a version not read is left empty
 	}
-	_ = scenarios.RecordTools(ctx, &res.Environment, r.Tools) // a version not read is left empty
 	for _, x := range r.Results {
 		c := reports.Case{Name: x.Case, Backend: x.Backend, Reason: x.Reason, Duration: x.Duration}
 		if x.Description != "" {
