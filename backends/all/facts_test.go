@@ -92,8 +92,8 @@ func TestNodeState(t *testing.T) {
 		{"nftables", []string{"nft list table ip kube-proxy", "conntrack -L"}},
 		{"iptables-perrule", []string{"iptables-legacy-save -t filter", "iptables-legacy-save -t nat", "iptables-legacy-save -t mangle", "conntrack -L"}},
 		{"kube-proxy-iptables", []string{"iptables-nft-save", "conntrack -L"}},
-		{"ipvs", []string{"ipvsadm -Ln", "ipvsadm -Ln --stats", "ipvsadm -Lnc", "conntrack -L"}},
-		{"kube-proxy-ipvs", []string{"ipvsadm -Ln", "ipvsadm -Ln --stats", "ipvsadm -Lnc", "conntrack -L"}},
+		{"ipvs", []string{"ipvsadm -Ln", "ipvsadm -Ln --stats", "ipvsadm -Lnc", "iptables-save -c", "ipset list", "ip -4 addr show", "ip -4 route show table all", "nft list ruleset", "conntrack -S", "nstat -asz", "conntrack -L"}},
+		{"kube-proxy-ipvs", []string{"ipvsadm -Ln", "ipvsadm -Ln --stats", "ipvsadm -Lnc", "iptables-save -c", "ipset list", "ip -4 addr show", "ip -4 route show table all", "nft list ruleset", "conntrack -S", "nstat -asz", "conntrack -L"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.backend, func(t *testing.T) {

@@ -17,8 +17,8 @@ func TestStateCommands(t *testing.T) {
 	}{
 		{"nftables", []string{"nft list table ip kube-proxy", "conntrack -L"}},
 		{"kube-proxy-iptables", []string{"iptables-nft-save", "conntrack -L"}},
-		{"ipvs", []string{"ipvsadm -Ln", "ipvsadm -Ln --stats", "ipvsadm -Lnc", "conntrack -L"}},
-		{"kube-proxy-ipvs", []string{"ipvsadm -Ln", "ipvsadm -Ln --stats", "ipvsadm -Lnc", "conntrack -L"}},
+		{"ipvs", []string{"ipvsadm -Ln", "ipvsadm -Ln --stats", "ipvsadm -Lnc", "iptables-save -c", "ipset list", "ip -4 addr show", "ip -4 route show table all", "nft list ruleset", "conntrack -S", "nstat -asz", "conntrack -L"}},
+		{"kube-proxy-ipvs", []string{"ipvsadm -Ln", "ipvsadm -Ln --stats", "ipvsadm -Lnc", "iptables-save -c", "ipset list", "ip -4 addr show", "ip -4 route show table all", "nft list ruleset", "conntrack -S", "nstat -asz", "conntrack -L"}},
 		{"bogus", []string{"conntrack -L"}},
 	}
 	for _, tt := range tests {
