@@ -131,11 +131,16 @@ func (s *Scenario) decodeSteps(shared *yamlpos.Shared) yamlpos.Errors {
 			return append(errs, &yamlpos.Error{File: s.doc.File, Msg: fmt.Sprintf("too many errors (more than %d), giving up", maxErrors)})
 		}
 		st := &s.Steps[i]
-		p := field.NewPath("steps").Index(i)
 		var found []yamlpos.Entry
-		for _, e := range st.Rest {
+		for j, e := range st.Rest {
 			if _, ok := s.registry.Step(e.Key.Value); ok {
-				found = append(found, e)
+				// The first is a view of Rest (capacity 1: a second one copies), so that
+				// the common step, with one action, allocates nothing here.
+				if found == nil {
+					found = st.Rest[j : j+1 : j+1]
+				} else {
+					found = append(found, e)
+				}
 				continue
 			}
 			hint := ""
@@ -144,10 +149,14 @@ func (s *Scenario) decodeSteps(shared *yamlpos.Shared) yamlpos.Errors {
 			}
 			at(e.Key.Line, e.Path, "unknown field%s: a step is one of %s", hint, strings.Join(kinds, ", "))
 		}
-		line := s.doc.FieldLine(p.String())
+		// The step's path and line, for the errors about the step as a whole.
+		stepAt := func(format string, args ...any) {
+			p := field.NewPath("steps").Index(i)
+			at(s.doc.FieldLine(p.String()), p, format, args...)
+		}
 		switch {
 		case len(found) == 0 && len(st.Rest) == 0:
-			at(line, p, "Required value: one action: %s", strings.Join(kinds, ", "))
+			stepAt("Required value: one action: %s", strings.Join(kinds, ", "))
 			continue
 		case len(found) == 0:
 			continue
@@ -156,7 +165,7 @@ func (s *Scenario) decodeSteps(shared *yamlpos.Shared) yamlpos.Errors {
 			for _, e := range found {
 				names = append(names, e.Key.Value)
 			}
-			at(line, p, "Forbidden: a step has exactly one action, found %s", strings.Join(names, ", "))
+			stepAt("Forbidden: a step has exactly one action, found %s", strings.Join(names, ", "))
 			continue
 		}
 		e := found[0]
