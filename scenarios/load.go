@@ -35,12 +35,26 @@ func (r *Registry) Load(path string) (*Scenario, error) {
 	return r.Parse(path, data, filepath.Dir(path))
 }
 
+// ParseScenarioDocs is ParseScenario for a file already split into documents (by
+// yamlpos.Split), e.g. by a caller that read its kind first: the file is not parsed
+// again.
+func ParseScenarioDocs(file string, docs []*yamlpos.Doc, baseDir string) (*Scenario, error) {
+	return DefaultRegistry().ParseDocs(file, docs, baseDir)
+}
+
 // Parse is ParseScenario with this registry's step kinds and measurements.
 func (r *Registry) Parse(file string, data []byte, baseDir string) (*Scenario, error) {
 	docs, err := yamlpos.Split(file, data)
 	if err != nil {
 		return nil, err
 	}
+	return r.ParseDocs(file, docs, baseDir)
+}
+
+// ParseDocs is ParseScenarioDocs with this registry's step kinds and measurements. The
+// documents' nodes become the scenario's (positions of its errors, inline manifests):
+// they must not be changed afterwards.
+func (r *Registry) ParseDocs(file string, docs []*yamlpos.Doc, baseDir string) (*Scenario, error) {
 	switch {
 	case len(docs) == 0:
 		return nil, &yamlpos.Error{File: file, Msg: "empty file: expected a Scenario (apiVersion: " + APIVersion + ", kind: " + Kind + ")"}

@@ -161,7 +161,9 @@ func (s *Scenario) validate(o ValidationOptions) field.ErrorList {
 			}
 			names[step.Name] = i
 		}
-		errs = append(errs, v.knownFailure(step.KnownFailure, p.Child("knownFailure"))...)
+		if step.KnownFailure != nil {
+			errs = append(errs, v.knownFailure(step.KnownFailure, p.Child("knownFailure"))...)
+		}
 		if step.Action == nil {
 			continue // decoding reported why
 		}
