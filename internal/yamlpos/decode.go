@@ -1,6 +1,7 @@
 package yamlpos
 
 import (
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -22,10 +23,12 @@ type UnknownFieldFunc func(path *field.Path, key, value *yaml.Node)
 // are never decoded, anonymous struct fields without a name are inlined as encoding/json
 // does). Matching is case-sensitive. Scalars must have the YAML type of the Go field:
 // `port: "80"` into an int32 is an error, as is `name: 80` into a string (as the
-// Kubernetes API server does). A type that implements json.Unmarshaler (such as
-// intstr.IntOrString or resource.Quantity) receives its value converted to JSON. A field
-// of type *yaml.Node receives the node itself, for callers that decode it later. A null
-// value leaves the field untouched. Merge keys (`<<`) are not supported.
+// Kubernetes API server does). A type that implements encoding.TextUnmarshaler receives a
+// string value as its text, with no JSON round trip (a duration). Otherwise a type that
+// implements json.Unmarshaler (such as intstr.IntOrString or resource.Quantity) receives
+// its value converted to JSON. A field of type *yaml.Node receives the node itself, for
+// callers that decode it later. A null value leaves the field untouched. Merge keys
+// (`<<`) are not supported.
 type Decoder struct {
 	// OnUnknownField, when set, is called for each unknown field instead of reporting an
 	// error (lenient decoding).
@@ -46,13 +49,15 @@ type Shared struct {
 	// unmarshals caches whether *T implements json.Unmarshaler: reflect's Implements
 	// walks the method set, and was 15% of loading a manifest-heavy scenario.
 	unmarshals map[reflect.Type]bool
+	// unmarshalsTxt caches whether *T implements encoding.TextUnmarshaler.
+	unmarshalsTxt map[reflect.Type]bool
 	// segs is the path stack of the last decode, reused by the next.
 	segs []segment
 }
 
 // NewShared returns the shared state of one file's decodes, with the full budget.
 func NewShared() *Shared {
-	return &Shared{budget: budget{left: maxNodes}, fields: map[reflect.Type]map[string]fieldInfo{}, rest: map[reflect.Type][]int{}, unmarshals: map[reflect.Type]bool{}}
+	return &Shared{budget: budget{left: maxNodes}, fields: map[reflect.Type]map[string]fieldInfo{}, rest: map[reflect.Type][]int{}, unmarshals: map[reflect.Type]bool{}, unmarshalsTxt: map[reflect.Type]bool{}}
 }
 
 // NewSharedFor returns the shared state of the decodes of docs (one file): the budget
@@ -133,6 +138,16 @@ func (sh *Shared) restField(t reflect.Type) []int {
 	return r
 }
 
+// unmarshalsText reports whether *t implements encoding.TextUnmarshaler (cached).
+func (sh *Shared) unmarshalsText(t reflect.Type) bool {
+	u, ok := sh.unmarshalsTxt[t]
+	if !ok {
+		u = reflect.PointerTo(t).Implements(textUnmarshalerType)
+		sh.unmarshalsTxt[t] = u
+	}
+	return u
+}
+
 // unmarshalsJSON reports whether *t implements json.Unmarshaler (cached).
 func (sh *Shared) unmarshalsJSON(t reflect.Type) bool {
 	u, ok := sh.unmarshals[t]
@@ -199,6 +214,7 @@ func (d *decoder) errorf(n *yaml.Node, format string, args ...any) {
 
 var (
 	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
 	yamlNodePtrType     = reflect.TypeFor[*yaml.Node]()
 	restType            = reflect.TypeFor[Rest]()
 )
@@ -256,6 +272,12 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) {
 			v.Set(reflect.New(v.Type().Elem()))
 		}
 		d.value(n, v.Elem())
+		return
+	}
+	if n.Kind == yaml.ScalarNode && d.sh.unmarshalsText(v.Type()) && n.ShortTag() == "!!str" {
+		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(n.Value)); err != nil {
+			d.errorf(n, "Invalid value: %s: %v", describe(n), err)
+		}
 		return
 	}
 	if d.sh.unmarshalsJSON(v.Type()) {
