@@ -44,20 +44,17 @@ type Decoder struct {
 // concurrent use.
 type Shared struct {
 	budget budget
-	fields map[reflect.Type]map[string]fieldInfo
-	rest   map[reflect.Type][]int
-	// unmarshals caches whether *T implements json.Unmarshaler: reflect's Implements
-	// walks the method set, and was 15% of loading a manifest-heavy scenario.
-	unmarshals map[reflect.Type]bool
-	// unmarshalsTxt caches whether *T implements encoding.TextUnmarshaler.
-	unmarshalsTxt map[reflect.Type]bool
+	// types caches what the decoder needs to know of each Go type, looked up once per
+	// value (reflect's Implements walks the method set, and was 15% of loading a
+	// manifest-heavy scenario).
+	types map[reflect.Type]*typeInfo
 	// segs is the path stack of the last decode, reused by the next.
 	segs []segment
 }
 
 // NewShared returns the shared state of one file's decodes, with the full budget.
 func NewShared() *Shared {
-	return &Shared{budget: budget{left: maxNodes}, fields: map[reflect.Type]map[string]fieldInfo{}, rest: map[reflect.Type][]int{}, unmarshals: map[reflect.Type]bool{}, unmarshalsTxt: map[reflect.Type]bool{}}
+	return &Shared{budget: budget{left: maxNodes}, types: map[reflect.Type]*typeInfo{}}
 }
 
 // NewSharedFor returns the shared state of the decodes of docs (one file): the budget
@@ -118,44 +115,29 @@ func countNodes(n *yaml.Node, limit int) int {
 	return count
 }
 
-// structFields returns t's fields by JSON name (cached).
-func (sh *Shared) structFields(t reflect.Type) map[string]fieldInfo {
-	f, ok := sh.fields[t]
-	if !ok {
-		f = structFields(t)
-		sh.fields[t] = f
-	}
-	return f
+// typeInfo is what the decoder knows of one Go type.
+type typeInfo struct {
+	// text and json say whether *T implements encoding.TextUnmarshaler and
+	// json.Unmarshaler.
+	text, json bool
+	// fields are a struct's fields by JSON name; rest is the index of its Rest field
+	// (nil: none).
+	fields map[string]fieldInfo
+	rest   []int
 }
 
-// restField returns the index of t's Rest field, or nil (cached).
-func (sh *Shared) restField(t reflect.Type) []int {
-	r, ok := sh.rest[t]
+// info returns what the decoder knows of t (cached).
+func (sh *Shared) info(t reflect.Type) *typeInfo {
+	ti, ok := sh.types[t]
 	if !ok {
-		r = restField(t)
-		sh.rest[t] = r
+		pt := reflect.PointerTo(t)
+		ti = &typeInfo{text: pt.Implements(textUnmarshalerType), json: pt.Implements(jsonUnmarshalerType)}
+		if t.Kind() == reflect.Struct {
+			ti.fields, ti.rest = structFields(t), restField(t)
+		}
+		sh.types[t] = ti
 	}
-	return r
-}
-
-// unmarshalsText reports whether *t implements encoding.TextUnmarshaler (cached).
-func (sh *Shared) unmarshalsText(t reflect.Type) bool {
-	u, ok := sh.unmarshalsTxt[t]
-	if !ok {
-		u = reflect.PointerTo(t).Implements(textUnmarshalerType)
-		sh.unmarshalsTxt[t] = u
-	}
-	return u
-}
-
-// unmarshalsJSON reports whether *t implements json.Unmarshaler (cached).
-func (sh *Shared) unmarshalsJSON(t reflect.Type) bool {
-	u, ok := sh.unmarshals[t]
-	if !ok {
-		u = reflect.PointerTo(t).Implements(jsonUnmarshalerType)
-		sh.unmarshals[t] = u
-	}
-	return u
+	return ti
 }
 
 // Decode decodes doc strictly into v (a non-nil pointer). It returns Errors listing every
@@ -274,19 +256,20 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value) {
 		d.value(n, v.Elem())
 		return
 	}
-	if n.Kind == yaml.ScalarNode && d.sh.unmarshalsText(v.Type()) && n.ShortTag() == "!!str" {
+	ti := d.sh.info(v.Type())
+	if ti.text && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
 		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(n.Value)); err != nil {
 			d.errorf(n, "Invalid value: %s: %v", describe(n), err)
 		}
 		return
 	}
-	if d.sh.unmarshalsJSON(v.Type()) {
+	if ti.json {
 		d.unmarshalJSON(n, v.Addr().Interface().(json.Unmarshaler))
 		return
 	}
 	switch v.Kind() {
 	case reflect.Struct:
-		d.structValue(n, v)
+		d.structValue(n, v, ti)
 	case reflect.Map:
 		d.mapValue(n, v)
 	case reflect.Slice:
@@ -388,13 +371,12 @@ func fieldByIndex(v reflect.Value, index []int) reflect.Value {
 	return v
 }
 
-func (d *decoder) structValue(n *yaml.Node, v reflect.Value) {
+func (d *decoder) structValue(n *yaml.Node, v reflect.Value, ti *typeInfo) {
 	if n.Kind != yaml.MappingNode {
 		d.errorf(n, "Invalid value: %s: expected a mapping (an object with fields)", describe(n))
 		return
 	}
-	fields := d.sh.structFields(v.Type())
-	rest := d.sh.restField(v.Type())
+	fields, rest := ti.fields, ti.rest
 	seen := newKeySet(n)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
