@@ -35,12 +35,26 @@ func (r *Registry) Load(path string) (*Scenario, error) {
 	return r.Parse(path, data, filepath.Dir(path))
 }
 
+// ParseScenarioDocs is ParseScenario for a file already split into documents (by
+// yamlpos.Split), e.g. by a caller that read its kind first: the file is not parsed
+// again.
+func ParseScenarioDocs(file string, docs []*yamlpos.Doc, baseDir string) (*Scenario, error) {
+	return DefaultRegistry().ParseDocs(file, docs, baseDir)
+}
+
 // Parse is ParseScenario with this registry's step kinds and measurements.
 func (r *Registry) Parse(file string, data []byte, baseDir string) (*Scenario, error) {
 	docs, err := yamlpos.Split(file, data)
 	if err != nil {
 		return nil, err
 	}
+	return r.ParseDocs(file, docs, baseDir)
+}
+
+// ParseDocs is ParseScenarioDocs with this registry's step kinds and measurements. The
+// documents' nodes become the scenario's (positions of its errors, inline manifests):
+// they must not be changed afterwards.
+func (r *Registry) ParseDocs(file string, docs []*yamlpos.Doc, baseDir string) (*Scenario, error) {
 	switch {
 	case len(docs) == 0:
 		return nil, &yamlpos.Error{File: file, Msg: "empty file: expected a Scenario (apiVersion: " + APIVersion + ", kind: " + Kind + ")"}
@@ -131,11 +145,16 @@ func (s *Scenario) decodeSteps(shared *yamlpos.Shared) yamlpos.Errors {
 			return append(errs, &yamlpos.Error{File: s.doc.File, Msg: fmt.Sprintf("too many errors (more than %d), giving up", maxErrors)})
 		}
 		st := &s.Steps[i]
-		p := field.NewPath("steps").Index(i)
 		var found []yamlpos.Entry
-		for _, e := range st.Rest {
+		for j, e := range st.Rest {
 			if _, ok := s.registry.Step(e.Key.Value); ok {
-				found = append(found, e)
+				// The first is a view of Rest (capacity 1: a second one copies), so that
+				// the common step, with one action, allocates nothing here.
+				if found == nil {
+					found = st.Rest[j : j+1 : j+1]
+				} else {
+					found = append(found, e)
+				}
 				continue
 			}
 			hint := ""
@@ -144,10 +163,14 @@ func (s *Scenario) decodeSteps(shared *yamlpos.Shared) yamlpos.Errors {
 			}
 			at(e.Key.Line, e.Path, "unknown field%s: a step is one of %s", hint, strings.Join(kinds, ", "))
 		}
-		line := s.doc.FieldLine(p.String())
+		// The step's path and line, for the errors about the step as a whole.
+		stepAt := func(format string, args ...any) {
+			p := field.NewPath("steps").Index(i)
+			at(s.doc.FieldLine(p.String()), p, format, args...)
+		}
 		switch {
 		case len(found) == 0 && len(st.Rest) == 0:
-			at(line, p, "Required value: one action: %s", strings.Join(kinds, ", "))
+			stepAt("Required value: one action: %s", strings.Join(kinds, ", "))
 			continue
 		case len(found) == 0:
 			continue
@@ -156,7 +179,7 @@ func (s *Scenario) decodeSteps(shared *yamlpos.Shared) yamlpos.Errors {
 			for _, e := range found {
 				names = append(names, e.Key.Value)
 			}
-			at(line, p, "Forbidden: a step has exactly one action, found %s", strings.Join(names, ", "))
+			stepAt("Forbidden: a step has exactly one action, found %s", strings.Join(names, ", "))
 			continue
 		}
 		e := found[0]

@@ -51,21 +51,26 @@ func slowInputs() map[string]string {
 // machine at a load of 14, and they grow with the work done, so a quadratic path (a scan
 // of every object at every step, an alias expanded with a budget of its own) shows as a
 // ratio in the hundreds. Before the fix these inputs took 1.5 to 6.5 s; the times are in
-// BenchmarkLoad.
+// BenchmarkLoad. A file without aliases loads within 2x (1.2-1.6 at b69d712; 10k
+// invalid steps, all validated, were 2.6); an aliased one within 6x, as its budget
+// allows four times the values written (4.2 and 4.8).
 func TestLoadSlowInputs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads eight files of up to 1 MB")
 	}
-	const maxRatio = 10
 	for name, src := range slowInputs() {
 		t.Run(name, func(t *testing.T) {
+			maxRatio := 2.0
+			if strings.HasPrefix(name, "aliased") {
+				maxRatio = 6
+			}
 			assert.Less(t, len(src), 1<<20)
 			var node yaml.Node
 			parse := testing.AllocsPerRun(1, func() { _ = yaml.Unmarshal([]byte(src), &node) })
 			var err error
 			load := testing.AllocsPerRun(1, func() { _, err = ParseScenario("s.yaml", []byte(src), "examples") })
 			t.Logf("%d bytes: %.0f allocations to load, %.0f to parse, ratio %.1f (error: %v)", len(src), load, parse, load/parse, err != nil)
-			assert.LessOrEqual(t, load, maxRatio*parse, "loading allocates more than %dx yaml.v3's own parse", maxRatio)
+			assert.LessOrEqual(t, load, maxRatio*parse, "loading allocates more than %.0fx yaml.v3's own parse", maxRatio)
 		})
 	}
 }

@@ -205,7 +205,12 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("must be a duration string such as \"1s\" or \"500ms\"")
 	}
-	v, err := time.ParseDuration(s)
+	return d.UnmarshalText([]byte(s))
+}
+
+// UnmarshalText reads a duration string (YAML decoding, without a JSON round trip).
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
 	if err != nil {
 		return fmt.Errorf("must be a duration such as \"1s\" or \"500ms\"")
 	}

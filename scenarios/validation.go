@@ -245,20 +245,20 @@ func (v *Validation) CheckHost(from string, p *field.Path) field.ErrorList {
 		return nil
 	}
 	host := strings.TrimPrefix(from, "probe-")
-	m := hostRE.FindStringSubmatch(host)
-	if m == nil || (host != from && m[1] != "node") {
+	role, num, ok := parseHost(host)
+	if !ok || (host != from && role != "node") {
 		return field.ErrorList{field.Invalid(p, from, "must be client-N, node-N, probe-node-N or pod:NAME")}
 	}
-	n, _ := strconv.Atoi(m[2])
+	n, _ := strconv.Atoi(num)
 	limit := t.Nodes
-	if m[1] == "client" {
+	if role == "client" {
 		limit = 0
 		if t.Clients != nil {
 			limit = *t.Clients
 		}
 	}
 	if n >= limit {
-		return field.ErrorList{field.NotFound(p, fmt.Sprintf("%s: the topology has %d %ss (%s-0 to %s-%d)", from, limit, m[1], m[1], m[1], limit-1))}
+		return field.ErrorList{field.NotFound(p, fmt.Sprintf("%s: the topology has %d %ss (%s-0 to %s-%d)", from, limit, role, role, role, limit-1))}
 	}
 	return nil
 }

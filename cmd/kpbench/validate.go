@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
@@ -96,7 +97,7 @@ func validateFile(w onceWriter, path string, backends []string) error {
 	}
 	switch {
 	case head.Kind == scenarios.Kind || head.APIVersion == scenarios.APIVersion:
-		sc, err := scenarios.Load(path)
+		sc, err := scenarios.ParseScenarioDocs(path, docs, filepath.Dir(path)) // parsed once (issue 21)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package yamlpos
 
 import (
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -22,10 +23,12 @@ type UnknownFieldFunc func(path *field.Path, key, value *yaml.Node)
 // are never decoded, anonymous struct fields without a name are inlined as encoding/json
 // does). Matching is case-sensitive. Scalars must have the YAML type of the Go field:
 // `port: "80"` into an int32 is an error, as is `name: 80` into a string (as the
-// Kubernetes API server does). A type that implements json.Unmarshaler (such as
-// intstr.IntOrString or resource.Quantity) receives its value converted to JSON. A field
-// of type *yaml.Node receives the node itself, for callers that decode it later. A null
-// value leaves the field untouched. Merge keys (`<<`) are not supported.
+// Kubernetes API server does). A type that implements encoding.TextUnmarshaler receives a
+// string value as its text, with no JSON round trip (a duration). Otherwise a type that
+// implements json.Unmarshaler (such as intstr.IntOrString or resource.Quantity) receives
+// its value converted to JSON. A field of type *yaml.Node receives the node itself, for
+// callers that decode it later. A null value leaves the field untouched. Merge keys
+// (`<<`) are not supported.
 type Decoder struct {
 	// OnUnknownField, when set, is called for each unknown field instead of reporting an
 	// error (lenient decoding).
@@ -40,17 +43,18 @@ type Decoder struct {
 // expanded) and the layouts of the struct types decoded so far. It is not safe for
 // concurrent use.
 type Shared struct {
-	budget int
-	fields map[reflect.Type]map[string]fieldInfo
-	rest   map[reflect.Type][]int
-	// unmarshals caches whether *T implements json.Unmarshaler: reflect's Implements
-	// walks the method set, and was 15% of loading a manifest-heavy scenario.
-	unmarshals map[reflect.Type]bool
+	budget budget
+	// types caches what the decoder needs to know of each Go type, looked up once per
+	// value (reflect's Implements walks the method set, and was 15% of loading a
+	// manifest-heavy scenario).
+	types map[reflect.Type]*typeInfo
+	// segs is the path stack of the last decode, reused by the next.
+	segs []segment
 }
 
 // NewShared returns the shared state of one file's decodes, with the full budget.
 func NewShared() *Shared {
-	return &Shared{budget: maxNodes, fields: map[reflect.Type]map[string]fieldInfo{}, rest: map[reflect.Type][]int{}, unmarshals: map[reflect.Type]bool{}}
+	return &Shared{budget: budget{left: maxNodes}, types: map[reflect.Type]*typeInfo{}}
 }
 
 // NewSharedFor returns the shared state of the decodes of docs (one file): the budget
@@ -58,12 +62,39 @@ func NewShared() *Shared {
 // not multiply the work of a file), plus room for small files, at most the full budget.
 func NewSharedFor(docs ...*Doc) *Shared {
 	sh := NewShared()
+	sh.budget.docs = docs
+	return sh
+}
+
+// budget bounds the values the decodes of one file visit. Without aliases every decode
+// visits each value once, so the bound that counts is the one on aliases: the budget is
+// sized from the documents (see NewSharedFor) only when a decode meets the first alias.
+// Counting the values of every file up front was 5% of loading a 1 MB scenario.
+type budget struct {
+	left int
+	// docs are the documents to size the budget from at the first alias; nil once
+	// sized, or for a budget of maxNodes.
+	docs []*Doc
+}
+
+// spend counts one value visited and reports whether the budget allows it.
+func (b *budget) spend() bool {
+	b.left--
+	return b.left >= 0
+}
+
+// alias is called at every alias: the first sizes the budget from the documents.
+func (b *budget) alias() {
+	if b.docs == nil {
+		return
+	}
 	written := 0
-	for _, d := range docs {
+	for _, d := range b.docs {
 		written += countNodes(d.Node, maxNodes-written)
 	}
-	sh.budget = min(maxNodes, 4*written+aliasAllowance)
-	return sh
+	spent := maxNodes - b.left
+	b.left = min(maxNodes, 4*written+aliasAllowance) - spent
+	b.docs = nil
 }
 
 // aliasAllowance is the budget a file has beyond four times what it holds.
@@ -84,34 +115,29 @@ func countNodes(n *yaml.Node, limit int) int {
 	return count
 }
 
-// structFields returns t's fields by JSON name (cached).
-func (sh *Shared) structFields(t reflect.Type) map[string]fieldInfo {
-	f, ok := sh.fields[t]
-	if !ok {
-		f = structFields(t)
-		sh.fields[t] = f
-	}
-	return f
+// typeInfo is what the decoder knows of one Go type.
+type typeInfo struct {
+	// text and json say whether *T implements encoding.TextUnmarshaler and
+	// json.Unmarshaler.
+	text, json bool
+	// fields are a struct's fields by JSON name; rest is the index of its Rest field
+	// (nil: none).
+	fields map[string]fieldInfo
+	rest   []int
 }
 
-// restField returns the index of t's Rest field, or nil (cached).
-func (sh *Shared) restField(t reflect.Type) []int {
-	r, ok := sh.rest[t]
+// info returns what the decoder knows of t (cached).
+func (sh *Shared) info(t reflect.Type) *typeInfo {
+	ti, ok := sh.types[t]
 	if !ok {
-		r = restField(t)
-		sh.rest[t] = r
+		pt := reflect.PointerTo(t)
+		ti = &typeInfo{text: pt.Implements(textUnmarshalerType), json: pt.Implements(jsonUnmarshalerType)}
+		if t.Kind() == reflect.Struct {
+			ti.fields, ti.rest = structFields(t), restField(t)
+		}
+		sh.types[t] = ti
 	}
-	return r
-}
-
-// unmarshalsJSON reports whether *t implements json.Unmarshaler (cached).
-func (sh *Shared) unmarshalsJSON(t reflect.Type) bool {
-	u, ok := sh.unmarshals[t]
-	if !ok {
-		u = reflect.PointerTo(t).Implements(jsonUnmarshalerType)
-		sh.unmarshals[t] = u
-	}
-	return u
+	return ti
 }
 
 // Decode decodes doc strictly into v (a non-nil pointer). It returns Errors listing every
@@ -129,8 +155,12 @@ func (dc Decoder) Decode(doc *Doc, v any) error {
 	if sh == nil {
 		sh = NewShared()
 	}
-	d := &decoder{doc: doc, unknown: dc.OnUnknownField, sh: sh}
-	d.value(doc.Node, nil, rv.Elem())
+	// The path stack is reused from the previous decode of the file (taken, so that a
+	// decode nested in this one would get its own).
+	d := &decoder{doc: doc, unknown: dc.OnUnknownField, sh: sh, segs: sh.segs[:0]}
+	sh.segs = nil
+	d.value(doc.Node, rv.Elem())
+	sh.segs = d.segs[:0]
 	return d.errs.Err()
 }
 
@@ -142,12 +172,14 @@ type decoder struct {
 	sh      *Shared
 	// overBudget is set once this decode ran out of the shared budget.
 	overBudget bool
+	// segs is the path of the value being decoded (see segment).
+	segs []segment
 }
 
 // maxErrors bounds the errors one decode reports; past it a document is hopeless.
 const maxErrors = 100
 
-func (d *decoder) errorf(n *yaml.Node, path *field.Path, format string, args ...any) {
+func (d *decoder) errorf(n *yaml.Node, format string, args ...any) {
 	switch {
 	case len(d.errs) > maxErrors:
 		return
@@ -159,11 +191,12 @@ func (d *decoder) errorf(n *yaml.Node, path *field.Path, format string, args ...
 	if n != nil {
 		line = n.Line
 	}
-	d.errs = append(d.errs, &Error{File: d.doc.File, Line: line, Field: d.doc.FieldString(path.String()), Msg: fmt.Sprintf(format, args...)})
+	d.errs = append(d.errs, &Error{File: d.doc.File, Line: line, Field: d.doc.FieldString(d.path().String()), Msg: fmt.Sprintf(format, args...)})
 }
 
 var (
 	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
 	yamlNodePtrType     = reflect.TypeFor[*yaml.Node]()
 	restType            = reflect.TypeFor[Rest]()
 )
@@ -191,12 +224,11 @@ func restField(t reflect.Type) []int {
 }
 
 // value decodes n into v (settable).
-func (d *decoder) value(n *yaml.Node, path *field.Path, v reflect.Value) {
-	d.sh.budget--
-	if d.sh.budget < 0 {
+func (d *decoder) value(n *yaml.Node, v reflect.Value) {
+	if !d.sh.budget.spend() {
 		if !d.overBudget { // once per decode: every decode past the budget fails
 			d.overBudget = true
-			d.errorf(n, path, "document too large or too many aliases (more than %d values)", maxNodes)
+			d.errorf(n, "document too large or too many aliases (more than %d values)", maxNodes)
 		}
 		return
 	}
@@ -205,9 +237,10 @@ func (d *decoder) value(n *yaml.Node, path *field.Path, v reflect.Value) {
 		return
 	}
 	if n.Kind == yaml.AliasNode {
+		d.sh.budget.alias()
 		target := resolveAlias(n)
 		if target == nil {
-			d.errorf(n, path, "alias nested too deeply")
+			d.errorf(n, "alias nested too deeply")
 			return
 		}
 		// Keep the alias's line for errors at this level: that is where the user looks.
@@ -220,47 +253,59 @@ func (d *decoder) value(n *yaml.Node, path *field.Path, v reflect.Value) {
 		if v.IsNil() {
 			v.Set(reflect.New(v.Type().Elem()))
 		}
-		d.value(n, path, v.Elem())
+		d.value(n, v.Elem())
 		return
 	}
-	if d.sh.unmarshalsJSON(v.Type()) {
-		d.unmarshalJSON(n, path, v.Addr().Interface().(json.Unmarshaler))
+	ti := d.sh.info(v.Type())
+	if ti.text && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(n.Value)); err != nil {
+			d.errorf(n, "Invalid value: %s: %v", describe(n), err)
+		}
+		return
+	}
+	if ti.json {
+		d.unmarshalJSON(n, v.Addr().Interface().(json.Unmarshaler))
 		return
 	}
 	switch v.Kind() {
 	case reflect.Struct:
-		d.structValue(n, path, v)
+		d.structValue(n, v, ti)
 	case reflect.Map:
-		d.mapValue(n, path, v)
+		d.mapValue(n, v)
 	case reflect.Slice:
-		d.sliceValue(n, path, v)
+		d.sliceValue(n, v)
 	case reflect.Interface:
 		x, err := toGeneric(n, &d.sh.budget)
 		if err != nil {
-			d.errorf(n, path, "%v", err)
+			d.errorf(n, "%v", err)
 			return
 		}
 		if x != nil {
 			v.Set(reflect.ValueOf(x))
 		}
 	default:
-		d.scalar(n, path, v)
+		d.scalar(n, v)
 	}
 }
 
-func (d *decoder) unmarshalJSON(n *yaml.Node, path *field.Path, u json.Unmarshaler) {
-	x, err := toGeneric(n, &d.sh.budget)
-	if err != nil {
-		d.errorf(n, path, "%v", err)
-		return
+func (d *decoder) unmarshalJSON(n *yaml.Node, u json.Unmarshaler) {
+	var x any = n.Value
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+		// A string (a duration, a quantity) is its own generic value; anything else
+		// is converted (and counted against the budget).
+		var err error
+		if x, err = toGeneric(n, &d.sh.budget); err != nil {
+			d.errorf(n, "%v", err)
+			return
+		}
 	}
 	raw, err := json.Marshal(x)
 	if err != nil {
-		d.errorf(n, path, "cannot convert to JSON: %v", err)
+		d.errorf(n, "cannot convert to JSON: %v", err)
 		return
 	}
 	if err := u.UnmarshalJSON(raw); err != nil {
-		d.errorf(n, path, "Invalid value: %s: %v", describe(n), err)
+		d.errorf(n, "Invalid value: %s: %v", describe(n), err)
 	}
 }
 
@@ -326,51 +371,45 @@ func fieldByIndex(v reflect.Value, index []int) reflect.Value {
 	return v
 }
 
-func (d *decoder) structValue(n *yaml.Node, path *field.Path, v reflect.Value) {
+func (d *decoder) structValue(n *yaml.Node, v reflect.Value, ti *typeInfo) {
 	if n.Kind != yaml.MappingNode {
-		d.errorf(n, path, "Invalid value: %s: expected a mapping (an object with fields)", describe(n))
+		d.errorf(n, "Invalid value: %s: expected a mapping (an object with fields)", describe(n))
 		return
 	}
-	fields := d.sh.structFields(v.Type())
-	rest := d.sh.restField(v.Type())
-	seen := map[string]int{}
+	fields, rest := ti.fields, ti.rest
+	seen := newKeySet(n)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
-		if !d.key(k, path) {
+		if !d.key(k) {
 			continue
 		}
-		p := path.Child(k.Value)
-		if first, dup := seen[k.Value]; dup {
-			d.errorf(k, p, "Duplicate value: field already set at line %d", first)
-			continue
-		}
-		seen[k.Value] = k.Line
+		d.push(segment{name: k.Value, kind: childSeg})
 		fi, ok := fields[k.Value]
-		if !ok {
-			if rest != nil {
-				f := v.FieldByIndex(rest)
-				f.Set(reflect.Append(f, reflect.ValueOf(Entry{Key: k, Value: val, Path: p})))
-				continue
-			}
-			if d.unknown != nil {
-				d.unknown(p, k, val)
-				continue
-			}
-			d.errorf(k, p, "unknown field%s", suggest(k.Value, fields))
-			continue
+		switch first, dup := seen.add(n, i); {
+		case dup:
+			d.errorf(k, "Duplicate value: field already set at line %d", first)
+		case ok:
+			d.value(val, fieldByIndex(v, fi.index))
+		case rest != nil:
+			r := v.FieldByIndex(rest).Addr().Interface().(*Rest)
+			*r = append(*r, Entry{Key: k, Value: val, Path: d.path()})
+		case d.unknown != nil:
+			d.unknown(d.path(), k, val)
+		default:
+			d.errorf(k, "unknown field%s", suggest(k.Value, fields))
 		}
-		d.value(val, p, fieldByIndex(v, fi.index))
+		d.pop()
 	}
 }
 
 // key checks that a mapping key is a plain scalar (not a merge key or a complex key).
-func (d *decoder) key(k *yaml.Node, path *field.Path) bool {
+func (d *decoder) key(k *yaml.Node) bool {
 	if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
-		d.errorf(k, path, "merge keys (<<) are not supported")
+		d.errorf(k, "merge keys (<<) are not supported")
 		return false
 	}
 	if k.Kind != yaml.ScalarNode {
-		d.errorf(k, path, "mapping keys must be scalars")
+		d.errorf(k, "mapping keys must be scalars")
 		return false
 	}
 	return true
@@ -389,55 +428,58 @@ func suggest(name string, fields map[string]fieldInfo) string {
 	return ""
 }
 
-func (d *decoder) mapValue(n *yaml.Node, path *field.Path, v reflect.Value) {
+func (d *decoder) mapValue(n *yaml.Node, v reflect.Value) {
 	if n.Kind != yaml.MappingNode {
-		d.errorf(n, path, "Invalid value: %s: expected a mapping", describe(n))
+		d.errorf(n, "Invalid value: %s: expected a mapping", describe(n))
 		return
 	}
 	if v.Type().Key().Kind() != reflect.String {
-		d.errorf(n, path, "internal error: map key type %s is not a string", v.Type().Key())
+		d.errorf(n, "internal error: map key type %s is not a string", v.Type().Key())
 		return
 	}
 	if v.IsNil() {
 		v.Set(reflect.MakeMap(v.Type()))
 	}
-	seen := map[string]int{}
+	seen := newKeySet(n)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
-		if !d.key(k, path) {
+		if !d.key(k) {
 			continue
 		}
-		p := path.Key(k.Value)
-		if first, dup := seen[k.Value]; dup {
-			d.errorf(k, p, "Duplicate value: key already set at line %d", first)
+		d.push(segment{name: k.Value, kind: keySeg})
+		if first, dup := seen.add(n, i); dup {
+			d.errorf(k, "Duplicate value: key already set at line %d", first)
+			d.pop()
 			continue
 		}
-		seen[k.Value] = k.Line
 		elem := reflect.New(v.Type().Elem()).Elem()
-		d.value(val, p, elem)
+		d.value(val, elem)
+		d.pop()
 		v.SetMapIndex(reflect.ValueOf(k.Value).Convert(v.Type().Key()), elem)
 	}
 }
 
-func (d *decoder) sliceValue(n *yaml.Node, path *field.Path, v reflect.Value) {
+func (d *decoder) sliceValue(n *yaml.Node, v reflect.Value) {
 	if n.Kind != yaml.SequenceNode {
-		d.errorf(n, path, "Invalid value: %s: expected a list", describe(n))
+		d.errorf(n, "Invalid value: %s: expected a list", describe(n))
 		return
 	}
 	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 	for i, item := range n.Content {
-		d.value(item, path.Index(i), s.Index(i))
+		d.push(segment{index: i, kind: indexSeg})
+		d.value(item, s.Index(i))
+		d.pop()
 	}
 	v.Set(s)
 }
 
-func (d *decoder) scalar(n *yaml.Node, path *field.Path, v reflect.Value) {
+func (d *decoder) scalar(n *yaml.Node, v reflect.Value) {
 	if n.Kind != yaml.ScalarNode {
-		d.errorf(n, path, "Invalid value: %s: expected %s", describe(n), kindName(v.Kind()))
+		d.errorf(n, "Invalid value: %s: expected %s", describe(n), kindName(v.Kind()))
 		return
 	}
 	tag := n.ShortTag()
-	bad := func() { d.errorf(n, path, "Invalid value: %s: expected %s", describe(n), kindName(v.Kind())) }
+	bad := func() { d.errorf(n, "Invalid value: %s: expected %s", describe(n), kindName(v.Kind())) }
 	switch v.Kind() {
 	case reflect.String:
 		if tag != "!!str" {
@@ -459,7 +501,7 @@ func (d *decoder) scalar(n *yaml.Node, path *field.Path, v reflect.Value) {
 			return
 		}
 		if v.OverflowInt(i) {
-			d.errorf(n, path, "Invalid value: %d: out of range for a %d-bit integer", i, v.Type().Bits())
+			d.errorf(n, "Invalid value: %d: out of range for a %d-bit integer", i, v.Type().Bits())
 			return
 		}
 		v.SetInt(i)
@@ -470,7 +512,7 @@ func (d *decoder) scalar(n *yaml.Node, path *field.Path, v reflect.Value) {
 			return
 		}
 		if v.OverflowUint(u) {
-			d.errorf(n, path, "Invalid value: %d: out of range for a %d-bit unsigned integer", u, v.Type().Bits())
+			d.errorf(n, "Invalid value: %d: out of range for a %d-bit unsigned integer", u, v.Type().Bits())
 			return
 		}
 		v.SetUint(u)
@@ -481,12 +523,12 @@ func (d *decoder) scalar(n *yaml.Node, path *field.Path, v reflect.Value) {
 			return
 		}
 		if v.OverflowFloat(f) && !math.IsInf(f, 0) {
-			d.errorf(n, path, "Invalid value: %v: out of range", f)
+			d.errorf(n, "Invalid value: %v: out of range", f)
 			return
 		}
 		v.SetFloat(f)
 	default:
-		d.errorf(n, path, "internal error: cannot decode into %s", v.Type())
+		d.errorf(n, "internal error: cannot decode into %s", v.Type())
 	}
 }
 
@@ -531,12 +573,12 @@ func describe(n *yaml.Node) string {
 
 // toGeneric converts a node to the values encoding/json produces (map[string]any, []any,
 // string, int64, float64, bool, nil), counting visited nodes against budget.
-func toGeneric(n *yaml.Node, budget *int) (any, error) {
-	*budget--
-	if *budget < 0 {
+func toGeneric(n *yaml.Node, b *budget) (any, error) {
+	if !b.spend() {
 		return nil, fmt.Errorf("document too large or too many aliases (more than %d values)", maxNodes)
 	}
 	if n.Kind == yaml.AliasNode {
+		b.alias()
 		n = resolveAlias(n)
 		if n == nil {
 			return nil, fmt.Errorf("alias nested too deeply")
@@ -553,7 +595,7 @@ func toGeneric(n *yaml.Node, budget *int) (any, error) {
 			if _, dup := m[k.Value]; dup {
 				return nil, fmt.Errorf("line %d: duplicate key %q", k.Line, k.Value)
 			}
-			x, err := toGeneric(n.Content[i+1], budget)
+			x, err := toGeneric(n.Content[i+1], b)
 			if err != nil {
 				return nil, err
 			}
@@ -563,7 +605,7 @@ func toGeneric(n *yaml.Node, budget *int) (any, error) {
 	case yaml.SequenceNode:
 		s := make([]any, len(n.Content))
 		for i, c := range n.Content {
-			x, err := toGeneric(c, budget)
+			x, err := toGeneric(c, b)
 			if err != nil {
 				return nil, err
 			}
@@ -610,6 +652,81 @@ func toGeneric(n *yaml.Node, budget *int) (any, error) {
 // ToGeneric converts a YAML node to the values encoding/json would produce from the same
 // document as JSON (map[string]any, []any, string, int64, float64, bool, nil).
 func ToGeneric(n *yaml.Node) (any, error) {
-	budget := maxNodes
-	return toGeneric(n, &budget)
+	return toGeneric(n, &budget{left: maxNodes})
+}
+
+// segment is one step of the path of the value being decoded. The decoder keeps the
+// path as a stack of segments and makes a *field.Path of it only for an error or a Rest
+// entry: making one per value was a sixth of the allocations of loading a large
+// scenario (issue 21).
+type segment struct {
+	name  string // field name (childSeg) or map key (keySeg)
+	index int    // list index (indexSeg)
+	kind  segKind
+}
+
+// segKind says what one segment is.
+type segKind uint8
+
+const (
+	childSeg segKind = iota // a struct field: .name
+	keySeg                  // a map key: [name]
+	indexSeg                // a list item: [index]
+)
+
+// push enters a value below the current one; pop leaves it.
+func (d *decoder) push(s segment) { d.segs = append(d.segs, s) }
+
+func (d *decoder) pop() { d.segs = d.segs[:len(d.segs)-1] }
+
+// path returns the path of the current value, relative to the document (nil for the
+// document itself).
+func (d *decoder) path() *field.Path {
+	var p *field.Path
+	for _, s := range d.segs {
+		switch s.kind {
+		case childSeg:
+			p = p.Child(s.name)
+		case keySeg:
+			p = p.Key(s.name)
+		default:
+			p = p.Index(s.index)
+		}
+	}
+	return p
+}
+
+// smallMapping is the number of keys up to which a mapping's duplicate keys are found by
+// comparing with the keys before (no allocation); a larger mapping uses a map.
+const smallMapping = 16
+
+// keySet finds duplicate keys in one mapping.
+type keySet struct {
+	lines map[string]int // nil for a small mapping
+}
+
+func newKeySet(n *yaml.Node) keySet {
+	if len(n.Content)/2 <= smallMapping {
+		return keySet{}
+	}
+	return keySet{lines: make(map[string]int, len(n.Content)/2)}
+}
+
+// add records the key n.Content[i] (a scalar) and reports whether an earlier key of n
+// has the same value, with that key's line.
+func (s keySet) add(n *yaml.Node, i int) (first int, dup bool) {
+	k := n.Content[i]
+	if s.lines != nil {
+		if first, dup := s.lines[k.Value]; dup {
+			return first, true
+		}
+		s.lines[k.Value] = k.Line
+		return 0, false
+	}
+	for j := 0; j < i; j += 2 {
+		if prev := n.Content[j]; prev.Kind == yaml.ScalarNode && prev.ShortTag() != "!!merge" && prev.Value == k.Value {
+			return prev.Line, true
+		}
+	}
+	return 0, false
 }

@@ -1,0 +1,94 @@
+package scenarios
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+)
+
+// scenario1MB returns a valid scenario just under 1 MB: the file of issue 21's bound
+// ("loading any scenario under 1 MB takes under 100 ms"), about 12k expect steps in
+// the flow style users write, with the optional fields (port, protocol, count, timeout)
+// that each decode differently.
+func scenario1MB() string {
+	var b strings.Builder
+	b.WriteString(scenario())
+	expectations := []string{
+		"- expect: {from: client-0, to: {service: multi, port: a}, expectation: reachable, timeout: 5s}\n",
+		"- expect: {from: node-1, to: {service: multi, port: b}, protocol: UDP, expectation: reachable}\n",
+		"- expect: {from: client-0, to: {service: multi, port: a, address: nodePort}, count: 3, expectation: reachable}\n",
+		"- expect: {from: node-0, to: {ipPort: \"10.0.0.1:80\"}, expectation: dropped, timeout: 2s}\n",
+	}
+	for i := 0; ; i++ {
+		line := expectations[i%len(expectations)]
+		if b.Len()+len(line) >= 1<<20 {
+			break
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+func TestScenario1MBIsValid(t *testing.T) {
+	src := scenario1MB()
+	require.Less(t, len(src), 1<<20)
+	require.Greater(t, len(src), 1<<20-200)
+	s, err := ParseScenario("s.yaml", []byte(src), "examples")
+	require.NoError(t, err)
+	require.Greater(t, len(s.Steps), 10000)
+}
+
+// maxLoadOverParse bounds what loading the 1 MB scenario allocates, as a multiple of
+// what yaml.v3 alone allocates to parse it into nodes. The parse is most of the time of a
+// load (about 75 of 90 ms idle, BenchmarkParse1MB); everything after it (decoding the
+// steps, validating) must stay a small part of it. Today the ratio is 1.29; a second
+// parse of the file makes it 2.3, and the loader as it was before issue 21 (a
+// field.Path per decoded value, a JSON round trip per duration) 1.66.
+const maxLoadOverParse = 1.4
+
+// TestLoad1MBAllocations is the check of issue 21's bound (a 1 MB scenario loads in
+// under 100 ms) that holds whatever the machine's load: allocations, not seconds, against
+// yaml.v3's own parse of the same bytes. The seconds are BenchmarkLoad1MB's.
+func TestLoad1MBAllocations(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads a 1 MB scenario")
+	}
+	src := []byte(scenario1MB())
+	parse := testing.AllocsPerRun(1, func() {
+		var n yaml.Node
+		require.NoError(t, yaml.Unmarshal(src, &n))
+	})
+	var err error
+	load := testing.AllocsPerRun(1, func() { _, err = ParseScenario("s.yaml", src, "examples") })
+	require.NoError(t, err)
+	t.Logf("%d bytes: %.0f allocations to load, %.0f to parse, ratio %.2f", len(src), load, parse, load/parse)
+	require.LessOrEqual(t, load, maxLoadOverParse*parse, "loading allocates more than %.1fx yaml.v3's own parse: a second parse, or per-value work on the way", maxLoadOverParse)
+}
+
+// BenchmarkLoad1MB loads the valid 1 MB scenario; BenchmarkParse1MB is yaml.v3's parse
+// of the same bytes alone, the floor of any loader built on it.
+//
+//	go test ./scenarios -run '^$' -bench '1MB' -count 10
+func BenchmarkLoad1MB(b *testing.B) {
+	src := []byte(scenario1MB())
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
+		if _, err := ParseScenario("s.yaml", src, "examples"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParse1MB is yaml.v3's parse of the 1 MB scenario into a node tree.
+func BenchmarkParse1MB(b *testing.B) {
+	src := []byte(scenario1MB())
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
+		var n yaml.Node
+		if err := yaml.Unmarshal(src, &n); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
