@@ -421,6 +421,22 @@ func (s *Scene) AddPod(ctx context.Context, name, node string) (lab.Host, error)
 	return h, err
 }
 
+// ClientFor sends a client's traffic from the host network of a node other than
+// targetNode (the first in order): kpbench has no client outside the cluster, and another
+// node's host network is where traffic that reaches targetNode from outside it comes from
+// as the proxy sees it (its source is that node's address, not a pod's). Traffic from
+// targetNode's own host network would be the node's local traffic, which proxies treat
+// differently (externalTrafficPolicy: Local does not drop it). A one-node cluster has no
+// other node: not available.
+func (s *Scene) ClientFor(client, targetNode string) (lab.Host, string, error) {
+	for _, n := range s.Hosts(lab.KindNode) {
+		if n.Name != targetNode {
+			return n, fmt.Sprintf(" (%s sent from %s's host network: kpbench has no client outside the cluster)", client, n.Name), nil
+		}
+	}
+	return lab.Host{}, "", fmt.Errorf("probes from %s: %w (kpbench has no client outside the cluster, and no node other than %s to send from)", client, scenarios.ErrNotAvailable, targetNode)
+}
+
 // AddClientRoute is not available: kpbench has no client outside the cluster.
 func (s *Scene) AddClientRoute(context.Context, netip.Prefix) error {
 	return fmt.Errorf("route to a load-balancer or external IP: %w (needs a client outside the cluster routed to the IP)", scenarios.ErrNotAvailable)
@@ -627,7 +643,16 @@ func (s *Scene) waitService(ctx context.Context, r *dialRequester, target probe.
 			}
 			seen[pod] = true
 		}
-		return affinity || len(seen) == len(want), nil
+		if affinity {
+			// ClientIP affinity in effect: every try from this prober (one client IP)
+			// lands on one pod. Without it, tries = 4 per endpoint spread over them (all
+			// on one pod by chance: (1/n)^(tries-1), 2e-6 for 3 endpoints). Answers from
+			// any endpoint alone would end the wait before a switch to ClientIP is
+			// programmed, and the sticky step after it would judge the old rules
+			// (session-affinity-switch failed so on the cluster path).
+			return len(seen) == 1, nil
+		}
+		return len(seen) == len(want), nil
 	}, "")
 	if err != nil && ctx.Err() != nil {
 		s.t.logf("Service %s: node %s's proxy did not show its %d endpoints within %s; going on", svc.Name, node, len(want), settleTimeout)

@@ -53,6 +53,15 @@ func (c testbedCluster) AddPod(ctx context.Context, name, node string) (lab.Host
 	return c.Testbed.AddPod(ctx, lab.PodSpec{Name: name, Node: node})
 }
 
+// ClientFor is the client itself: the lab has clients outside the cluster.
+func (c testbedCluster) ClientFor(client, _ string) (lab.Host, string, error) {
+	h, ok := c.Host(client)
+	if !ok {
+		return lab.Host{}, "", fmt.Errorf("no host %q in the lab", client)
+	}
+	return h, "", nil
+}
+
 // Prober returns the host's shared prober.
 func (c testbedCluster) Prober(host string) (Prober, error) {
 	pr, err := c.Testbed.Prober(host)

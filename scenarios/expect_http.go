@@ -17,7 +17,7 @@ import (
 // probeHTTP sends Count HTTP GETs from the step's host (an httpStatus expectation) and
 // requires every answer to carry the expected status.
 func (e *ExpectStep) probeHTTP(ctx context.Context, s *Session) (string, error) {
-	from, err := resolveHost(s.Cluster, e.From)
+	from, note, err := resolveSender(s.Cluster, e.From, e.To.Node)
 	if err != nil {
 		return "", err
 	}
@@ -67,7 +67,7 @@ func (e *ExpectStep) probeHTTP(ctx context.Context, s *Session) (string, error) 
 	for _, k := range slices.Sorted(maps.Keys(statuses)) {
 		parts = append(parts, fmt.Sprintf("%s: %d", k, statuses[k]))
 	}
-	evidence := fmt.Sprintf("%s → GET %s: %d probes: %s", from.Name, url, sent, strings.Join(parts, ", "))
+	evidence := fmt.Sprintf("%s → GET %s: %d probes: %s%s", from.Name, url, sent, strings.Join(parts, ", "), note)
 	if firstBody != "" {
 		evidence += "; body " + firstBody
 	}

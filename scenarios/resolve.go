@@ -41,6 +41,17 @@ func resolveHost(c Cluster, from string) (lab.Host, error) {
 	return h, nil
 }
 
+// resolveSender resolves a step's host as resolveHost does, and a client (client-N) to
+// the host that sends its traffic to targetNode on this cluster (Hosts.ClientFor), with
+// the note that says so for the evidence.
+func resolveSender(c Cluster, from, targetNode string) (lab.Host, string, error) {
+	h, err := resolveHost(c, from)
+	if err != nil || h.Kind != lab.KindClient {
+		return h, "", err
+	}
+	return c.ClientFor(h.Name, targetNode)
+}
+
 // resolvePod finds a pod by its name, or by "<deployment>-<ordinal>": the ordinal-th pod
 // of a Deployment in creation order (Deployment pods have generated names).
 func resolvePod(c Cluster, ns, name string) (string, error) {

@@ -71,6 +71,12 @@ type Hosts interface {
 	// AddClientRoute makes prefix (a load-balancer or external IP) reachable from the
 	// external clients.
 	AddClientRoute(ctx context.Context, prefix netip.Prefix) error
+	// ClientFor returns the host that sends client's traffic to targetNode (a NodePort or
+	// health-check node port there; "" for none): the client itself in a lab. A cluster
+	// with no client outside it sends from another node's host network, as an external
+	// client would reach the target node, and says so in note ("" when the client sends
+	// itself).
+	ClientFor(client, targetNode string) (host lab.Host, note string, err error)
 	// Prober returns the shared prober of a host.
 	Prober(host string) (Prober, error)
 	// NewProber returns a prober of its own with that many workers; the caller closes it.

@@ -294,12 +294,18 @@ func (e *ExpectStep) probe(ctx context.Context, s *Session) (string, error) {
 	if e.Expectation == ExpectHTTPStatus {
 		return e.probeHTTP(ctx, s) // expect_http.go
 	}
-	from, err := resolveHost(s.Cluster, e.From)
+	from, note, err := resolveSender(s.Cluster, e.From, e.To.Node)
 	if err != nil {
 		return "", err
 	}
 	addr, sp, err := resolveTarget(s.Cluster, e.To)
 	if err != nil {
+		if e.To.Address == AddressLoadBalancer && sp != nil && len(sp.LoadBalancerIPs) == 0 && s.opts.Target != nil {
+			// The lab assigns every LoadBalancer Service an address; a real cluster
+			// without a load-balancer controller leaves it pending: not a failure of the
+			// proxy, and nothing to send to.
+			return "", fmt.Errorf("%w: %v (no load-balancer controller assigned one)", ErrNotAvailable, err)
+		}
 		return "", err
 	}
 	if e.To.Address == AddressLoadBalancer || e.To.Address == AddressExternalIP {
@@ -328,7 +334,7 @@ func (e *ExpectStep) probe(ctx context.Context, s *Session) (string, error) {
 	}
 	target := probe.Target{Addr: addr, Protocol: proto}
 	tally := check.ProbeN(ctx, pr, target, e.Count, probe.Options{Timeout: probeTimeout, SourcePort: uint16(e.SourcePort)}, interval)
-	evidence := fmt.Sprintf("%s → %s/%s: %d probes: %s; answers %v", from.Name, addr, proto, tally.N, tally.ClassSummary(), tally.Pods)
+	evidence := fmt.Sprintf("%s → %s/%s: %d probes: %s; answers %v%s", from.Name, addr, proto, tally.N, tally.ClassSummary(), tally.Pods, note)
 	if tally.N < e.Count {
 		return evidence, fmt.Errorf("only %d of %d probes sent before the step's timeout", tally.N, e.Count)
 	}

@@ -184,15 +184,28 @@ func TestConformKubeconfig(t *testing.T) {
 		wantCode    int
 	}{
 		{cases: "basic-endpoints", want: "pass", wantCode: exitOK},
+		// client-0's NodePort traffic goes from the other node's host network.
+		{cases: "nodeport", want: "pass", wantCode: exitOK},
 		// A case that is not checked is not a pass (issue 22): exit 1, or 0 with --allow-skip.
 		{cases: "external-ips", want: "skip", wantCode: exitFailed},
 		{cases: "external-ips", want: "skip", extra: []string{"--allow-skip"}, wantCode: exitOK},
+		// No load-balancer controller: the Services get no address, nothing to send to.
+		{cases: "loadbalancer-source-ranges", want: "skip", wantCode: exitFailed},
 	} {
 		out.Reset()
 		errOut.Reset()
-		args := append([]string{"conform", "--kubeconfig", kc, "--dir", "../../scenarios/conformance", "--cases", tt.cases, "--out", t.TempDir()}, tt.extra...)
+		resDir := t.TempDir()
+		args := append([]string{"conform", "--kubeconfig", kc, "--dir", "../../scenarios/conformance", "--cases", tt.cases, "--out", resDir}, tt.extra...)
 		code = run(args, &out, &errOut)
 		assert.Equal(t, tt.wantCode, code, "%s:\n%s%s", tt.cases, out.String(), errOut.String())
+		if tt.want == "pass" {
+			// results.json names the cluster, as run's does.
+			res, err := reports.Load(resDir)
+			require.NoError(t, err)
+			require.NotNil(t, res.Environment.Cluster, "conform's results.json has environment.cluster")
+			assert.Equal(t, 2, res.Environment.Cluster.Nodes)
+			assert.Equal(t, "iptables", res.Environment.Cluster.ProxyMode)
+		}
 		assert.Regexp(t, tt.cases+` +`+tt.want, out.String())
 		if tt.want == "skip" {
 			assert.Contains(t, out.String()+errOut.String(), "not checked")

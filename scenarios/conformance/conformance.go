@@ -140,6 +140,8 @@ type Result struct {
 	Duration time.Duration
 	// Steps are the runner's cases: one per expectation and per failed step.
 	Steps []reports.Case
+	// cluster is the cluster target as this case's run recorded it (nil in a lab).
+	cluster *reports.ClusterEnvironment
 }
 
 // Report is the whole suite's outcome.
@@ -154,6 +156,9 @@ type Report struct {
 	Tools toolroot.Root
 	// environment is the machine's, collected once by Run (nil on a cluster target).
 	environment *reports.Environment
+	// cluster describes the cluster target (version, nodes, proxy mode), as the first
+	// case that reached it recorded it; nil in a lab.
+	cluster *reports.ClusterEnvironment
 }
 
 // Get returns the result of a case on a backend.
@@ -258,7 +263,11 @@ func Run(ctx context.Context, suite []*scenarios.Scenario, o Options) (*Report, 
 				rep.Finished = time.Now()
 				return rep, err
 			}
-			rep.Results = append(rep.Results, runCase(ctx, sc, b, o, rep.environment))
+			r := runCase(ctx, sc, b, o, rep.environment)
+			if rep.cluster == nil {
+				rep.cluster = r.cluster
+			}
+			rep.Results = append(rep.Results, r)
 		}
 	}
 	rep.Finished = time.Now()
@@ -326,6 +335,7 @@ func runCase(ctx context.Context, sc *scenarios.Scenario, backend string, o Opti
 	out := Result{Case: sc.Name, Description: sc.Description, Backend: backend, Outcome: Pass, Duration: time.Since(start)}
 	if res != nil {
 		out.Steps = res.Cases
+		out.cluster = res.Environment.Cluster
 	}
 	if why := notAvailable(err, out.Steps); why != "" {
 		out.Outcome, out.Reason = Skip, "not checked: "+why
@@ -437,6 +447,7 @@ func (r *Report) ReportResults(ctx context.Context) *reports.Results {
 		res.Environment = reports.CollectEnvironment(ctx)
 		_ = scenarios.RecordTools(ctx, &res.Environment, r.Tools) // a version not read is left empty
 	}
+	res.Environment.Cluster = r.cluster
 	for _, x := range r.Results {
 		c := reports.Case{Name: x.Case, Backend: x.Backend, Reason: x.Reason, Duration: x.Duration}
 		if x.Description != "" {
