@@ -5,6 +5,7 @@ package scenarios
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -18,7 +19,7 @@ type programmingLatencyMeasurement struct{}
 
 func (programmingLatencyMeasurement) Name() string { return reports.MeasureProgrammingLatency }
 func (programmingLatencyMeasurement) Doc() string {
-	return "Programming latency, from a change's trigger time (its EndpointSlice's `endpoints.kubernetes.io/last-change-trigger-time`) to the end of the sync that carried it (half `sync`, as kube-proxy measures it) and, after a mixed churn with a prober, to the first probe that saw it (half `dataplane`). Without a probed churn, every change with a trigger time so far on every node. Needs such a change before it: a mixed churn, or pods behind a Service with a selector; the other churn patterns write no trigger time."
+	return "Programming latency, from a change's trigger time (its EndpointSlice's `endpoints.kubernetes.io/last-change-trigger-time`) to the end of the sync that carried it (half `sync`, as kube-proxy measures it) and, after a mixed churn with a prober, to the first probe that saw it (half `dataplane`). Without a probed churn, every change with a trigger time so far on every node. Needs such a change before it: a mixed churn, or pods behind a Service with a selector; the other churn patterns write no trigger time. With `mode: probed` it makes `samples` endpoint changes of a Service of its own and times each per node, from the API's acknowledgement to the first probe from that node answered by the new endpoint (half `api-to-probe`, label `node`): the mode for a real cluster (`--kubeconfig`), whose proxy keeps no records kpbench can read."
 }
 
 // Metrics: both halves are gated on their median and p99.
@@ -30,6 +31,7 @@ func (programmingLatencyMeasurement) Metrics() []reports.Metric {
 	return []reports.Metric{
 		gated(nil, "programming latency"),
 		gated(map[string]string{"half": "sync"}, "programming latency (to the end of the sync)"),
+		gated(map[string]string{"half": HalfAPIToProbe}, "programming latency (API write to the first probe from the node that saw it)"),
 		{Measurement: measure.MeasureProgrammingLatencyDataplane, Title: "programming latency (to the first probe that saw it)", Unit: reports.UnitSeconds,
 			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 20, Statistics: []string{"p50", "p99"}},
 	}
@@ -40,23 +42,63 @@ func (programmingLatencyMeasurement) Decode(in Input) (Measuring, error) {
 	return decodeParams[ProgrammingLatencyParams](in)
 }
 
-// ProgrammingLatencyParams are the programming-latency measurement's parameters: none.
-type ProgrammingLatencyParams struct{}
+// ProgrammingLatencyParams are the programming-latency measurement's parameters.
+type ProgrammingLatencyParams struct {
+	// Mode is "" (the default: read the proxies' sync records and the last probed
+	// churn) or "probed": make Samples endpoint changes of a Service of its own through
+	// the API and time each, per node, from the API's acknowledgement to the first probe
+	// from that node that is answered by the new endpoint (half "api-to-probe"). Probed
+	// needs no proxy records, so it is the mode that runs on a real cluster
+	// (--kubeconfig), where the proxy is not kpbench's.
+	Mode string `json:"mode,omitempty"`
+	// Samples is how many changes probed mode makes (default 20, the gate's minimum).
+	Samples int `json:"samples,omitempty"`
+	// Timeout bounds one change's wait on each node (probed mode; default 30s): a node
+	// that does not see it by then fails the step.
+	Timeout *Duration `json:"timeout,omitempty"`
+}
 
-// Default does nothing.
-func (*ProgrammingLatencyParams) Default() {}
+// ProgrammingModeProbed is ProgrammingLatencyParams.Mode for changes made and probed by
+// the measurement itself.
+const ProgrammingModeProbed = "probed"
 
-// Validate needs a change with a trigger time before the step.
-func (*ProgrammingLatencyParams) Validate(v *Validation, p *field.Path) field.ErrorList {
+// Default sets probed mode's sample count and timeout.
+func (p *ProgrammingLatencyParams) Default() {
+	if p.Mode != ProgrammingModeProbed {
+		return
+	}
+	if p.Samples == 0 {
+		p.Samples = 20
+	}
+	if p.Timeout == nil {
+		p.Timeout = NewDuration(30 * time.Second)
+	}
+}
+
+// Validate needs a change with a trigger time before the step, unless the measurement
+// makes its own (probed).
+func (p *ProgrammingLatencyParams) Validate(v *Validation, path *field.Path) field.ErrorList {
+	params := path.Child("params")
+	switch p.Mode {
+	case "":
+	case ProgrammingModeProbed:
+		errs := intRange(params.Child("samples"), p.Samples, 1, MaxProbeCount)
+		return append(errs, validateDuration(p.Timeout, params.Child("timeout"))...)
+	default:
+		return field.ErrorList{field.NotSupported(params.Child("mode"), p.Mode, []string{ProgrammingModeProbed})}
+	}
 	if !v.TriggeredChanges {
-		return field.ErrorList{field.Forbidden(p.Child("name"), "programming latency is measured from a change's trigger time, and no step before this one makes such a change: churns with pattern add, update or delete (allAtOnce or at a rate) write none; make one with a mixed churn (with a probe for the data-plane half), or change pods behind a Service with a selector")}
+		return field.ErrorList{field.Forbidden(path.Child("name"), "programming latency is measured from a change's trigger time, and no step before this one makes such a change: churns with pattern add, update or delete (allAtOnce or at a rate) write none; make one with a mixed churn (with a probe for the data-plane half), or change pods behind a Service with a selector")}
 	}
 	return nil
 }
 
 // Measure returns both halves after a probed churn, else the sync half of every change
 // so far.
-func (*ProgrammingLatencyParams) Measure(_ context.Context, s *Session) ([]reports.Measurement, error) {
+func (p *ProgrammingLatencyParams) Measure(ctx context.Context, s *Session) ([]reports.Measurement, error) {
+	if p.Mode == ProgrammingModeProbed {
+		return p.measureProbed(ctx, s) // programming_probed.go
+	}
 	if s.churn != nil && s.churn.log != nil {
 		return s.churn.analyze().LatencyMeasurements(s.Labels()), nil
 	}

@@ -258,6 +258,8 @@ func TestScenarioErrors(t *testing.T) {
 		{"distribution with too few connections", scenario("- measure: {name: distribution, params: {endpoints: 10, connections: 20}}"), "", "steps[0].measure.params.connections", "at least 5", 13},
 		{"distribution weights count", scenario("- measure: {name: distribution, params: {endpoints: 3, weights: '1,2'}}"), "", "steps[0].measure.params.weights", "2 weights for 3 endpoints", 13},
 		{"programming latency without a trigger", "apiVersion: kpbench.dev/v1alpha1\nkind: Scenario\nname: t\nsteps:\n- churn: {pattern: add, services: 10, allAtOnce: true}\n- measure: {name: programming-latency}\n", "", "steps[1].measure.name", "no step before this one makes such a change", 6},
+		{"programming latency, unknown mode", scenario("- measure: {name: programming-latency, params: {mode: probe}}"), "", "steps[0].measure.params.mode", "Unsupported value", 13},
+		{"programming latency, probed, too many samples", scenario("- measure: {name: programming-latency, params: {mode: probed, samples: 100001}}"), "", "steps[0].measure.params.samples", "1-100000", 13},
 		{"churn measurement without a probed churn", scenario("- measure: {name: churn}"), "", "steps[0].measure.name", "no step before this one runs one", 13},
 		{"limit on an undeclared figure", scenario("- measure: {name: rules, limits: {churn-misroutes: 0}}"), "", "steps[0].measure.limits[churn-misroutes]", "Unsupported value", 13},
 		{"scenario-wide known failures", scenario("- wait: {synced: true}") + "knownFailures: {userspace: lost}\n", "", "knownFailures", "on the step that fails", 14},
