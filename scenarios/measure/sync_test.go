@@ -70,7 +70,7 @@ func TestSyncPartialNeverRecordsAFullSync(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &scriptedProxy{script: tt.script}
-			ms, err := Sync(context.Background(), p, false, tt.repeats, p.change, nil)
+			ms, err := Sync(context.Background(), p, false, tt.repeats, p.change, nil, nil)
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)
