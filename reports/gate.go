@@ -74,7 +74,7 @@ type GateCell struct {
 	// is the ratio of the figures' medians as measured.
 	Controlled bool
 	RawRatio   float64
-	Verdict GateVerdict
+	Verdict    GateVerdict
 	// Reason explains a verdict other than ok.
 	Reason string
 }
