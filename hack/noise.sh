@@ -37,12 +37,15 @@ done
 fi
 [ "$PHASE" = pairs ] && exit 0
 AB=${NOISE_AB_SCENARIO:-scenarios/pr.yaml}
-for v in same same same slow-10 slow-25; do
-  for rounds in 1 3; do
-    b=iptables@$v; d="$OUT/ab-$v-r$rounds-$(date +%s)"
+# NOISE_AB_VARIANTS, NOISE_AB_ROUNDS choose the runs; NOISE_AB_BUSY=1 adds the busy loops.
+for v in ${NOISE_AB_VARIANTS:-same same same slow-10 slow-25}; do
+  for rounds in ${NOISE_AB_ROUNDS:-1 3}; do
+    [ "${NOISE_AB_BUSY:-0}" = 1 ] && busy_start
+    b=iptables@$v; d="$OUT/ab-$v-r$rounds-busy${NOISE_AB_BUSY:-0}-$(date +%s)"
     echo "== ab $v rounds=$rounds $(date -u +%T) load: $(cut -d' ' -f1-3 /proc/loadavg)"
     s=$(date +%s); timeout 10m $K run "$AB" --backend iptables,$b --rounds $rounds --out "$d" > "$d.log" 2>&1
     echo "rc=$? secs=$(( $(date +%s)-s )) load-after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    [ "${NOISE_AB_BUSY:-0}" = 1 ] && busy_stop
     $K gate "$d" --a iptables --b $b > "$d.gate.txt" 2>&1
     echo "gate $v rounds=$rounds rc=$? $(grep -c REGRESSION "$d.gate.txt") regression line(s)"
   done

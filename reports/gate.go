@@ -69,12 +69,11 @@ type GateCell struct {
 	// Rounds is the number of rounds with samples on both sides.
 	Rounds int
 	// Controlled is true when both sides carried an interleaved control (lookups,
-	// syncs): Ratio, Low, High and P then judge the per-sample ratio to the control
-	// (B's over A's), which cancels the machine's drift between A's pass and B's; RawRatio
-	// is the ratio of the figures' medians as measured.
-	Controlled bool
-	RawRatio   float64
-	Verdict    GateVerdict
+	// syncs); ControlledRatio is then B's median per-sample ratio to its control over
+	// A's. It is shown beside the verdict, which judges the figures as measured.
+	Controlled      bool
+	ControlledRatio float64
+	Verdict         GateVerdict
 	// Reason explains a verdict other than ok.
 	Reason string
 }
@@ -281,15 +280,15 @@ func judgeCell(key string, d Metric, a, b *gateSide, o GateOptions, alpha float6
 		return c
 	}
 	c.Ratio = c.B.P50 / c.A.P50
-	c.RawRatio = c.Ratio
 	if ca, cb := a.controlled(), b.controlled(); ca != nil && cb != nil {
-		// Judge B's ratio to its control against A's: the machine's drift between the
-		// passes cancels (issue 22: single-round A = B runs raised false alarms).
-		pa, pb := ca.pooled(), cb.pooled()
-		if ma := median(slices.Clone(pa)); ma > 0 && len(pa) >= minN && len(pb) >= minN {
-			a, b, sa, sb = ca, cb, pa, pb
+		// Shown, not judged: B's per-sample ratio to its control over A's. Measured
+		// here (docs/ci.md), it made the gate worse: the lookup control does not track
+		// connects from one pass to the next (A = B: raw 0.63-0.95, against the control
+		// 1.3-1.9), and the sync's machine control is noisy beside a 60 ms partial sync
+		// and slowed after iptables@slow-N's idle wait (a real 28% slowdown read 0.94).
+		if ma := median(ca.pooled()); ma > 0 {
 			c.Controlled = true
-			c.Ratio = median(slices.Clone(pb)) / ma
+			c.ControlledRatio = median(cb.pooled()) / ma
 		}
 	}
 	c.Low, c.High = bootstrapRatio(a, b, o, rng)
@@ -456,7 +455,7 @@ func (r *GateReport) Write(w io.Writer) error {
 		fmt.Fprintf(&b, "%-12s  %-8s  %-22s  %-8s  %-10s  %-12s  %-12s  %s", c.Verdict, gateRatio(c.Ratio), ci, gateRatio(c.RatioP99),
 			pString(c.P), fmt.Sprintf("%.4g (%d)", c.A.P50, c.A.N), fmt.Sprintf("%.4g (%d)", c.B.P50, c.B.N), c.Metric)
 		if c.Controlled {
-			fmt.Fprintf(&b, "  [against its interleaved control; raw B/A %s]", gateRatio(c.RawRatio))
+			fmt.Fprintf(&b, "  [B/A against its interleaved control: %s]", gateRatio(c.ControlledRatio))
 		}
 		if c.Reason != "" {
 			fmt.Fprintf(&b, "  — %s", c.Reason)
