@@ -281,9 +281,16 @@ func applyPaired(d *Delta, oc, nc mcell, cd ControlDrift, opts CompareOptions, l
 			100*d.Change, cd.Metric, cd.Factor, 100*effect, nd.Why)
 		return
 	}
+	own := math.Abs(math.Log(cd.Factor)) > math.Log1p(opts.Threshold) && (cd.Significant || math.IsNaN(cd.P))
+	if !own && worst <= 1+opts.Threshold {
+		// No drift to explain: neither this control nor any other moved beyond the
+		// threshold. The ratio would only add the control's own noise (±30% pass to
+		// pass for the sync's machine control here): the figure is judged as measured.
+		d.Why += fmt.Sprintf("; the machine unchanged (its control ×%.2f, the worst ×%.2f), nothing to explain", cd.Factor, worst)
+		return
+	}
 	if worse && math.Abs(effect) > bound && nd.Verdict == VerdictRegression {
-		own := math.Abs(math.Log(cd.Factor)) > math.Log1p(opts.Threshold) && (cd.Significant || math.IsNaN(cd.P))
-		if own || worst > 1+opts.Threshold {
+		{
 			// The control itself says the machine changed beyond the threshold: the
 			// control is a first-order model (a busy machine slowed syncs 2-3x while
 			// their machine control moved 1.5x, docs/ci.md), so what it leaves
