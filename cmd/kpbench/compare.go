@@ -31,13 +31,15 @@ as kpbench declared them then):
 
 Machine drift: lookups and syncs carry a control taken interleaved with them (the
 established-connection request in every lookup round; a fixed CPU work timed around
-every sync). A regression of such a figure stands only when its per-sample ratio to the
-control regresses too, by more than --min-effect (default 20%, and at least
---threshold); else it is "drift" and passes. Results written before controls were
-interleaved are normalised by the control's median. A gated figure without a control
-that changed no more than the controls drifted is "DRIFT?": compare cannot tell code
-from machine; it is shown and passes unless --strict. Figures compare cannot judge (too
-few samples, no figure; under --strict also DRIFT?) fail unless --allow-unjudged;
+every sync). When no control moved beyond --threshold, there is no drift to explain and
+figures are judged as measured. When the machine changed, a regression of a figure with
+a control is judged again on its per-sample ratio to the control: within --min-effect
+(default 20%, and at least --threshold) it is "drift" and passes; beyond, "DRIFT?" (the
+control explains drift to first order only). A gated figure without a control that
+changed within the square of the worst control's drift is "DRIFT?" too; more stays a
+REGRESSION. DRIFT? is shown and passes unless --strict. Results written before controls
+were interleaved are normalised by the control's median. Figures compare cannot judge
+(too few samples, no figure; under --strict also DRIFT?) fail unless --allow-unjudged;
 metrics of OLD missing from NEW fail unless --allow-missing.
 Figures that are not gated are shown, never failed.
 
