@@ -30,21 +30,25 @@ type ControlDrift struct {
 
 // DriftEstimate is what the controls of two runs say of the machine between them.
 //
-// A regression of a figure whose declaration names a Control (lookups) is judged again
-// with NEW's samples divided by its own control's factor (times; rates are multiplied),
-// when that control slowed significantly and by no more than MaxDrift. A regression the
-// normalised samples do not show is "drift" (explained, passes); one they still show
-// stays a regression. This assumes the machine slows every packet path in proportion,
-// a first-order model: the control and the measured path share the CPU, softirq and
-// scheduler the drift comes from. Only regressions are normalised, only by a slower
-// machine: a faster NEW machine is shown (DRIFT column), never used to turn a figure
-// into a regression, since a connect is not a multiple of the control's request.
+// Controls taken interleaved with their figures (Extra "interleaved": lookups, syncs)
+// are paired sample by sample (applyPaired): with no control moved beyond the
+// threshold there is no drift to explain and the figure is judged as measured; when the
+// machine changed, a regression is judged on the per-sample ratio figure/control, "drift"
+// (passes) within the minimum effect, "DRIFT?" beyond it (the control is a first-order
+// model of the machine).
 //
-// A gated figure without a control of its own (syncs, throughput, programming latency)
-// that regressed by no more than the worst significant control drift allows (new/old
-// within Worst × (1+threshold)) is "DRIFT?": compare cannot tell code from machine, and
-// says so instead of calling it a regression; it fails like "cannot judge" unless
-// AllowUnjudged. A change larger than the drift explains stays a regression.
+// Controls of older files (taken after the figures): a regression of a figure whose
+// declaration names a Control is judged again with NEW's samples divided by its own
+// control's factor (times; rates are multiplied), when that control slowed
+// significantly and by no more than MaxDrift. Only regressions are normalised, only by a
+// slower machine: a faster NEW machine is shown (DRIFT column), never used to turn a
+// figure into a regression.
+//
+// A gated figure without a control of its own (throughput, programming latency) that
+// regressed by no more than the square of the worst significant control drift (new/old
+// within Worst² × (1+threshold)) is "DRIFT?": compare cannot tell code from machine, and
+// says so instead of calling it a regression; it fails only under Strict (then like
+// "cannot judge", unless AllowUnjudged). A larger change stays a regression.
 type DriftEstimate struct {
 	// Controls are the controls found in both runs, in OLD's order.
 	Controls []ControlDrift
