@@ -100,6 +100,16 @@ var lookupControl = map[string]string{"kind": "established", "position": "establ
 // control measured beside every position.
 func LookupControl() map[string]string { return maps.Clone(lookupControl) }
 
+// ControlSuffix ends the kind of a sync's machine control: "full-control" is measured
+// around every full sync, "partial-control" around every partial one.
+const ControlSuffix = "-control"
+
+// SyncControl returns the Control of the sync declaration of kind (full, partial): the
+// machine control timed around every sync of that kind.
+func SyncControl(kind string) map[string]string {
+	return map[string]string{"kind": kind + ControlSuffix}
+}
+
 // Matches reports whether the declaration describes m.
 func (f Metric) Matches(m *Measurement) bool {
 	if f.Measurement != m.Name {

@@ -144,6 +144,13 @@ const (
 	MeasurePerRule = "perrule"
 )
 
+// ExtraInterleaved, set to 1 in a control measurement's Extra, says the control was taken
+// interleaved with the figures it controls: its sample i in the same round (lookups) or
+// around the same sync (syncs) as their sample i. compare then judges the per-sample
+// ratio figure/control. Controls without it (files written before) were taken after the
+// figures, and compare compares their medians only.
+const ExtraInterleaved = "interleaved"
+
 // Units of Measurement.Unit.
 const (
 	// UnitSeconds is wall time in seconds. Larger is worse.

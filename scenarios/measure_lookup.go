@@ -20,7 +20,7 @@ type lookupMeasurement struct{}
 
 func (lookupMeasurement) Name() string { return "lookup" }
 func (lookupMeasurement) Doc() string {
-	return "First-packet cost: TCP connect latency from a host to the first, middle and last generated Service (positions in the rule order), interleaved, with the latency of requests over one established connection as the control (established flows skip the Service rules)."
+	return "First-packet cost: TCP connect latency from a host to the first, middle and last generated Service (positions in the rule order), interleaved, with the established-connection control: one request over a connection kept open, in every round right after its connects (established flows skip the Service rules; compare pairs sample i of each)."
 }
 
 // Metrics: connect latency per position is gated (median and p99); the established
@@ -87,7 +87,7 @@ func (p *LookupParams) Measure(ctx context.Context, s *Session) ([]reports.Measu
 	if err != nil {
 		return nil, err
 	}
-	// Connects to every target, then the established control's requests.
+	// Rounds of one connect to every target and one request of the established control.
 	return measure.Lookup(ctx, probeProgress(s, pr, p.Samples*(len(targets)+1)), from, targets, p.Samples, s.Labels())
 }
 

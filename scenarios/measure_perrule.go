@@ -105,7 +105,7 @@ func (p *PerRuleParams) Measure(ctx context.Context, s *Session) ([]reports.Meas
 		for _, full := range []bool{true, false} {
 			ms, err := measure.Sync(ctx, proxies[0], full, p.Restores, func(ctx context.Context, i int) error {
 				return s.changeOne(ctx)
-			}, s.Labels())
+			}, nil, s.Labels())
 			if err != nil {
 				return fmt.Errorf("perrule: restore sync: %w", err)
 			}

@@ -18,7 +18,7 @@ type syncMeasurement struct{}
 
 func (syncMeasurement) Name() string { return "sync" }
 func (syncMeasurement) Doc() string {
-	return "Times syncs of node 0's proxy: `full` rewrites everything on the current state, `partial` follows a change of one generated Service (the middle one). Records the wall time with its generate/apply split, the tool's CPU time (backends that exec a tool), and the bytes, rules and Services written."
+	return "Times syncs of node 0's proxy: `full` rewrites everything on the current state, `partial` follows a change of one generated Service (the middle one). Records the wall time with its generate/apply split, a machine control (a fixed CPU work timed just before and after every sync), the tool's CPU time (backends that exec a tool), and the bytes, rules and Services written."
 }
 
 // Metrics: the wall time of full and partial syncs is gated; the rest describes them.
@@ -28,9 +28,15 @@ func (syncMeasurement) Metrics() []reports.Metric {
 	}
 	return []reports.Metric{
 		{Measurement: measure.MeasureSync, Match: map[string]string{"kind": "full"}, Title: "full sync", Unit: reports.UnitSeconds,
-			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 5, Statistics: []string{"p50"}},
+			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 5, Statistics: []string{"p50"},
+			Control: reports.SyncControl(SyncFull)},
 		{Measurement: measure.MeasureSync, Match: map[string]string{"kind": "partial"}, Title: "partial sync", Unit: reports.UnitSeconds,
-			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 5, Statistics: []string{"p50"}},
+			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 5, Statistics: []string{"p50"},
+			Control: reports.SyncControl(SyncPartial)},
+		{Measurement: measure.MeasureSync, Match: map[string]string{"kind": SyncFull + reports.ControlSuffix}, Title: "machine control beside full syncs", Unit: reports.UnitSeconds,
+			Better: reports.LowerIsBetter},
+		{Measurement: measure.MeasureSync, Match: map[string]string{"kind": SyncPartial + reports.ControlSuffix}, Title: "machine control beside partial syncs", Unit: reports.UnitSeconds,
+			Better: reports.LowerIsBetter},
 		info(measure.MeasureSyncGenerate, reports.UnitSeconds, "sync: building the rules"),
 		info(measure.MeasureSyncApply, reports.UnitSeconds, "sync: writing them to the kernel"),
 		info(measure.MeasureSyncApplyCPU, reports.UnitSeconds, "sync: the tool's CPU time"),
@@ -102,7 +108,7 @@ func (p *SyncParams) Measure(ctx context.Context, s *Session) ([]reports.Measure
 		s.Advance(i+1, p.Repeats)
 		return s.Cluster.WaitSynced(ctx)
 	}
-	return measure.Sync(ctx, proxies[0], p.Kind == SyncFull, p.Repeats, change, s.Labels())
+	return measure.Sync(ctx, proxies[0], p.Kind == SyncFull, p.Repeats, change, measure.MachineWork, s.Labels())
 }
 
 // intRange returns an error when v is outside [lo, hi].

@@ -46,6 +46,8 @@ func TestCompareCommand(t *testing.T) {
 		{"one sample a side cannot be judged", []string{"compare", one, oneSlow}, exitFailed, "CANNOT JUDGE", "pass --allow-unjudged to accept"},
 		{"--allow-unjudged accepts it", []string{"compare", one, oneSlow, "--allow-unjudged"}, exitOK, "CANNOT JUDGE", ""},
 		{"bad threshold", []string{"compare", old, same, "--threshold", "ten"}, exitBadInput, "", "--threshold"},
+		{"bad minimum effect", []string{"compare", old, same, "--min-effect", "lots"}, exitBadInput, "", "--min-effect"},
+		{"--strict and --min-effect accepted", []string{"compare", old, same, "--strict", "--min-effect", "30%"}, exitOK, "PASS: 2 ~", ""},
 		{"missing file", []string{"compare", old, filepath.Join(base, "nope")}, exitBadInput, "", "nope"},
 	}
 	for _, tt := range tests {

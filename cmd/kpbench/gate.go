@@ -20,7 +20,11 @@ func newGateCmd() *cobra.Command {
 directory of 'kpbench run S --backend A,B'; two variants of one proxy mode run in 3
 interleaved rounds, A B / B A / A B, so that drift of the machine hits both). For each
 metric it prints the ratio of B's median to A's, its bootstrap confidence interval
-(resampled within each round), B/A at p99, and the Mann-Whitney U p-value.
+(moving blocks of sqrt(n) neighbouring samples, resampled within each round), B/A at p99,
+and the Mann-Whitney U p-value. Lookups and syncs carry a control taken interleaved with
+them: the gate shows B/A of each side's per-sample ratio to its control beside the
+verdict, which judges the figures as measured (docs/ci.md: judging the ratio made the
+gate worse here).
 
 A metric regresses when B is worse than A beyond --threshold, the rank test is significant
 at (1 - confidence) divided by the number of metrics judged (Bonferroni: A = B must not

@@ -16,6 +16,7 @@ package measure
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -86,12 +87,21 @@ func seconds(ds []time.Duration) []float64 {
 // by changing one service (change is called before each repeat, must change exactly one
 // service, and wait until the change is programmed); a full sync rewrites everything on
 // the current state.
-func Sync(ctx context.Context, ag Proxy, full bool, repeats int, change func(ctx context.Context, i int) error, extra map[string]string) ([]Measurement, error) {
-	var total, gen, apply, cpu []time.Duration
+//
+// control, when not nil, is the machine control: it is called twice around every timed
+// sync (just before and just after it), and the sum of its two durations is sample i of
+// the control measurement (kind "full-control" or "partial-control", marked
+// ExtraInterleaved), so that compare can judge each sync against the machine it ran on.
+func Sync(ctx context.Context, ag Proxy, full bool, repeats int, change func(ctx context.Context, i int) error, control func() time.Duration, extra map[string]string) ([]Measurement, error) {
+	var total, gen, apply, cpu, ctl []time.Duration
 	var bytes, rules, changed []float64
 	var unplanned []agent.SyncRecord
 	for i := range repeats {
 		var rec agent.SyncRecord
+		var before time.Duration
+		if control != nil {
+			before = control()
+		}
 		if full {
 			r, err := ag.ForceSync(ctx, true)
 			if err != nil {
@@ -108,6 +118,9 @@ func Sync(ctx context.Context, ag Proxy, full bool, repeats int, change func(ctx
 				return nil, err
 			}
 			rec = r
+		}
+		if control != nil {
+			ctl = append(ctl, before+control())
 		}
 		total = append(total, rec.Duration())
 		gen = append(gen, rec.Result.Generate+rec.View)
@@ -140,6 +153,12 @@ func Sync(ctx context.Context, ag Proxy, full bool, repeats int, change func(ctx
 	if len(cpu) == len(total) {
 		out = append(out, mk(MeasureSyncApplyCPU, "s", seconds(cpu)))
 	}
+	if len(ctl) == len(total) && len(ctl) > 0 {
+		c := mk(MeasureSync, "s", seconds(ctl))
+		c.Params["kind"] = kind + "-control"
+		c.Extra = map[string]float64{ExtraInterleaved: 1}
+		out = append(out, c)
+	}
 	// Full syncs that came where a partial one was timed are kept apart, with their
 	// durations: a partial sample is always a partial sync (issue 22: before, the first
 	// sync after the change was taken, whatever its kind).
@@ -155,6 +174,27 @@ func Sync(ctx context.Context, ag Proxy, full bool, repeats int, change func(ctx
 		mk(MeasureSyncRules, "count", rules),
 		mk(MeasureSyncChangedServices, "count", changed),
 	), nil
+}
+
+// MachineWork is the sync's machine control: a fixed amount of CPU and memory work
+// (SHA-256 over 4 MiB, a few milliseconds on an idle core), timed. It is the same work in
+// every run and every version of kpbench and of the proxy, so that its time measures
+// only the machine: how much CPU this process gets and how fast, around the sync it
+// brackets. It does not see what a sync spends in the kernel or waiting on a lock, so it
+// explains drift to first order only.
+func MachineWork() time.Duration {
+	buf := make([]byte, 64<<10)
+	for i := range buf {
+		buf[i] = byte(i * 7)
+	}
+	start := time.Now()
+	h := sha256.New()
+	for range 64 {
+		h.Write(buf)
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return time.Since(start)
 }
 
 // maxUnplannedFull bounds the full syncs a partial-sync sample may meet before the
@@ -225,19 +265,45 @@ const (
 // real cluster's prober pod, its nodes' kernel rules).
 var ErrNotAvailable = errors.New("not available on this cluster")
 
-// Lookup measures first-packet cost: `samples` TCP connects from host to each target
-// (position name → address), interleaved so drift hits every position alike, then the
-// request latency over one established connection to the last target as the control
-// (established flows skip the rule walk).
+// ExtraInterleaved marks a control measurement (Measurement.Extra) whose sample i was
+// taken in the same round as sample i of every figure it controls: compare pairs them
+// and judges the per-sample ratio, which cancels the machine's drift within and
+// between runs.
+const ExtraInterleaved = reports.ExtraInterleaved
+
+// Lookup times TCP connects from a host to each target (a position name → address),
+// samples rounds of one connect per position, and the established-connection control:
+// one request over a connection kept open to the last target, taken in every round right
+// after its connects, so that the control sees the same machine the connects saw. A
+// round where a connect fails is dropped whole (every position and the control keep the
+// same count, sample i of each from round i); more than samples/10+3 failures fail the
+// measurement. A prober without kept connections (a real cluster's) measures no control.
 func Lookup(ctx context.Context, pr Prober, from string, targets map[string]netip.AddrPort, samples int, extra map[string]string) ([]Measurement, error) {
 	positions := make([]string, 0, len(targets))
 	for p := range targets {
 		positions = append(positions, p)
 	}
 	slices.Sort(positions)
+	last := targets[positions[len(positions)-1]]
+	conn, err := pr.Dial(ctx, probe.Target{Addr: last, Protocol: lab.TCP}, probe.Options{Timeout: 2 * time.Second})
+	switch {
+	case errors.Is(err, ErrNotAvailable):
+		conn = nil // no kept connection from this prober: no control
+	case err != nil:
+		return nil, fmt.Errorf("lookup: established control to %s: %w", last, err)
+	default:
+		defer conn.Close()
+	}
 	connect := map[string][]float64{}
+	var est []float64
 	var failures int
-	for range samples {
+	round := make(map[string]float64, len(positions))
+	for rounds := 0; len(connect[positions[0]]) < samples; rounds++ {
+		if rounds >= samples+samples/10+3 {
+			return nil, fmt.Errorf("lookup: %d rounds from %s for %d samples: too many failed connects", rounds, from, samples)
+		}
+		clear(round)
+		ok := true
 		for _, pos := range positions {
 			res := pr.Connect(ctx, probe.Target{Addr: targets[pos], Protocol: lab.TCP}, probe.Options{Timeout: 2 * time.Second})
 			if res.Err != nil {
@@ -245,9 +311,23 @@ func Lookup(ctx context.Context, pr Prober, from string, targets map[string]neti
 				if failures > samples/10+3 {
 					return nil, fmt.Errorf("lookup: connect to %s (%s) from %s: %w", targets[pos], pos, from, res.Err)
 				}
-				continue
+				ok = false
+				break
 			}
-			connect[pos] = append(connect[pos], res.Connect.Seconds())
+			round[pos] = res.Connect.Seconds()
+		}
+		if !ok {
+			continue
+		}
+		if conn != nil {
+			res := conn.Request(ctx)
+			if res.Err != nil {
+				return nil, fmt.Errorf("lookup: request over established connection: %w", res.Err)
+			}
+			est = append(est, res.Total.Seconds())
+		}
+		for _, pos := range positions {
+			connect[pos] = append(connect[pos], round[pos])
 		}
 	}
 	var out []Measurement
@@ -258,28 +338,14 @@ func Lookup(ctx context.Context, pr Prober, from string, targets map[string]neti
 		}
 		out = append(out, Measurement{Name: "lookup", Params: p, Unit: "s", Samples: connect[pos]})
 	}
-	last := targets[positions[len(positions)-1]]
-	conn, err := pr.Dial(ctx, probe.Target{Addr: last, Protocol: lab.TCP}, probe.Options{Timeout: 2 * time.Second})
-	if errors.Is(err, ErrNotAvailable) {
-		return out, nil // no kept connection from this prober (a real cluster's): no control
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lookup: established control to %s: %w", last, err)
-	}
-	defer conn.Close()
-	var est []float64
-	for range samples {
-		res := conn.Request(ctx)
-		if res.Err != nil {
-			return nil, fmt.Errorf("lookup: request over established connection: %w", res.Err)
-		}
-		est = append(est, res.Total.Seconds())
+	if conn == nil {
+		return out, nil
 	}
 	p := params("position", "established", "kind", "established")
 	for k, v := range extra {
 		p[k] = v
 	}
-	return append(out, Measurement{Name: "lookup", Params: p, Unit: "s", Samples: est}), nil
+	return append(out, Measurement{Name: "lookup", Params: p, Unit: "s", Samples: est, Extra: map[string]float64{ExtraInterleaved: 1}}), nil
 }
 
 // Distribution opens n new connections from host to target and counts the answering pods

@@ -70,7 +70,7 @@ func TestSyncPartialNeverRecordsAFullSync(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &scriptedProxy{script: tt.script}
-			ms, err := Sync(context.Background(), p, false, tt.repeats, p.change, nil)
+			ms, err := Sync(context.Background(), p, false, tt.repeats, p.change, nil, nil)
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)
@@ -85,5 +85,33 @@ func TestSyncPartialNeverRecordsAFullSync(t *testing.T) {
 			assert.Equal(t, tt.wantPartial, got[MeasureSync])
 			assert.Equal(t, tt.wantUnplanned, got[MeasureSyncUnplannedFull])
 		})
+	}
+}
+
+// TestSyncBracketsEachSyncWithTheControl: the machine control is timed before and after
+// every timed sync, its sum is sample i of kind "<kind>-control", marked interleaved;
+// without a control function there is no control measurement.
+func TestSyncBracketsEachSyncWithTheControl(t *testing.T) {
+	p := &scriptedProxy{script: [][]agent.SyncRecord{{syncRec(false, time.Second)}, {syncRec(false, 2*time.Second)}}}
+	calls := 0
+	control := func() time.Duration { calls++; return time.Duration(calls) * time.Millisecond }
+	ms, err := Sync(context.Background(), p, false, 2, p.change, control, nil)
+	require.NoError(t, err)
+	var ctl *Measurement
+	for i := range ms {
+		if ms[i].Params["kind"] == "partial-control" {
+			ctl = &ms[i]
+		}
+	}
+	require.NotNil(t, ctl)
+	assert.Equal(t, []float64{0.003, 0.007}, ctl.Samples) // 1+2 ms, 3+4 ms
+	assert.Equal(t, 1.0, ctl.Extra[ExtraInterleaved])
+	assert.Equal(t, 4, calls)
+
+	p = &scriptedProxy{script: [][]agent.SyncRecord{{syncRec(false, time.Second)}}}
+	ms, err = Sync(context.Background(), p, false, 1, p.change, nil, nil)
+	require.NoError(t, err)
+	for _, m := range ms {
+		assert.NotEqual(t, "partial-control", m.Params["kind"])
 	}
 }
