@@ -104,7 +104,7 @@ func (p *PerRuleParams) Measure(ctx context.Context, s *Session) ([]reports.Meas
 		}
 		for _, full := range []bool{true, false} {
 			ms, err := measure.Sync(ctx, proxies[0], full, p.Restores, func(ctx context.Context, i int) error {
-				return s.changeOne(ctx)
+				return s.changeOne(ctx, nil)
 			}, nil, s.Labels())
 			if err != nil {
 				return fmt.Errorf("perrule: restore sync: %w", err)
@@ -159,8 +159,8 @@ func (p *PerRuleParams) Measure(ctx context.Context, s *Session) ([]reports.Meas
 }
 
 // changeOne changes one generated Service's endpoints and waits until it is programmed
-// (a partial sync's change).
-func (s *Session) changeOne(ctx context.Context) error {
+// (a partial sync's change); applied, when set, runs between the write and the wait.
+func (s *Session) changeOne(ctx context.Context, applied func()) error {
 	sy := &s.synth
 	if sy.count == 0 {
 		return fmt.Errorf("a partial sync needs generated services (a churn step) to change")
@@ -169,6 +169,9 @@ func (s *Session) changeOne(ctx context.Context) error {
 	sy.gen[k]++
 	if err := s.Cluster.Apply(ctx, synth.Slice(k, sy.gen[k], sy.template, sy.pods)); err != nil {
 		return err
+	}
+	if applied != nil {
+		applied()
 	}
 	return s.Cluster.WaitSynced(ctx)
 }

@@ -10,7 +10,6 @@ import (
 
 	"kpbench.dev/kpbench/reports"
 	"kpbench.dev/kpbench/scenarios/measure"
-	"kpbench.dev/kpbench/scenarios/synth"
 )
 
 // syncMeasurement times syncs of node 0's proxy.
@@ -96,17 +95,7 @@ func (p *SyncParams) Measure(ctx context.Context, s *Session) ([]reports.Measure
 		return nil, fmt.Errorf("sync: the cluster has no proxy")
 	}
 	change := func(ctx context.Context, i int) error {
-		sy := &s.synth
-		if sy.count == 0 {
-			return fmt.Errorf("a partial sync needs generated services (a churn step) to change")
-		}
-		k := sy.count / 2
-		sy.gen[k]++
-		if err := s.Cluster.Apply(ctx, synth.Slice(k, sy.gen[k], sy.template, sy.pods)); err != nil {
-			return err
-		}
-		s.Advance(i+1, p.Repeats)
-		return s.Cluster.WaitSynced(ctx)
+		return s.changeOne(ctx, func() { s.Advance(i+1, p.Repeats) })
 	}
 	return measure.Sync(ctx, proxies[0], p.Kind == SyncFull, p.Repeats, change, measure.MachineWork, s.Labels())
 }
