@@ -232,10 +232,12 @@ steps:
 - {name: synced-10, wait: {synced: true, timeout: 1m}}
 - {name: lookup-10, measure: {name: lookup, params: {samples: 5}}}
 - {name: distribution-10, measure: {name: distribution, params: {endpoints: 4, connections: 40}}}
+- {name: programming-10, measure: {name: programming-latency, params: {mode: probed, samples: 3}}}
 `
 
 // TestRunKubeconfig runs a small ladder against a lab cluster through --kubeconfig: the
-// generated Services are created through the API, lookup and distribution are recorded,
+// generated Services are created through the API, lookup, distribution and probed
+// programming latency (per node: API acknowledgement to the first probe that sees it) are recorded,
 // results.json names the cluster (version, nodes, kube-proxy's mode), and nothing is left.
 // A scenario step that needs the nodes' rules fails (it is never a pass or a 0).
 func TestRunKubeconfig(t *testing.T) {
@@ -262,6 +264,8 @@ func TestRunKubeconfig(t *testing.T) {
 	}
 	assert.Equal(t, 15, names["lookup"], "5 connects at first, middle and last; no established control through /dial")
 	assert.Equal(t, 4, names["distribution"], "one count per endpoint")
+	// Probed programming latency on the cluster path: 3 changes timed on each of the 2 nodes.
+	assert.Equal(t, 6, names["programming-latency"], "3 API changes × 2 nodes' probers")
 	assert.Empty(t, runNamespaces(t, client))
 
 	rules := strings.Replace(smallClusterLadder, "- {name: lookup-10", "- {name: rules, measure: {name: rules}}\n- {name: lookup-10", 1)
