@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strconv"
 	"sync"
 	"time"
 
@@ -113,11 +112,11 @@ func firstAnswerFrom(ctx context.Context, pr Prober, target probe.Target, pod st
 	}
 }
 
-// synthPodName names the generated pod at ip ("synth-<i>", as ensureSynthPods made it).
+// synthPodName names the generated pod at ip, as ensureSynthPods recorded it.
 func (s *Session) synthPodName(ip string) string {
 	for i, b := range s.synth.pods {
 		if b.IP.String() == ip {
-			return "synth-" + strconv.Itoa(i)
+			return s.synth.names[i]
 		}
 	}
 	return ""

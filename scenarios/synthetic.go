@@ -26,6 +26,7 @@ const (
 // and the pods behind them.
 type synthetic struct {
 	pods     []synth.Backend // shared endpoints, spread over the nodes
+	names    []string        // the pod of each of pods, as it answers probes
 	count    int             // Services [0, count) exist
 	gen      map[int]int     // generation of each Service's slice
 	template synth.Template  // of the last churn
@@ -48,6 +49,7 @@ func (s *Session) ensureSynthPods(ctx context.Context) error {
 			return err
 		}
 		s.synth.pods = append(s.synth.pods, synth.Backend{IP: h.IP, Node: node.Name})
+		s.synth.names = append(s.synth.names, h.Name)
 	}
 	s.synth.gen = map[int]int{}
 	return nil
