@@ -4,7 +4,7 @@ package kubeproxy_test
 
 import (
 	"context"
-	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -39,9 +39,16 @@ spec: {containers: [{name: web, image: x, ports: [{containerPort: 8080}]}]}
 // TestProgrammingLatencyMatchesKubeProxy: for an EndpointSlice change, the bench's
 // programming latency of upstream kube-proxy (trigger time to the end of the sync that
 // carried it, as the agent records it) is kube-proxy's own
-// kubeproxy_network_programming_duration_seconds for the same change, to within a
-// millisecond. Dated by the scrape that first showed the sync, it was 0-20 ms later
-// (the scrape interval) plus whatever slow path the wait took.
+// kubeproxy_network_programming_duration_seconds for the same change: never earlier, and
+// in the median of the flips within a millisecond. Dated by the scrape that first showed
+// the sync, it was 0-20 ms later (the scrape interval) plus whatever slow path the wait
+// took.
+//
+// Why a median and not every flip: kube-proxy observes the latency a few statements
+// before it sets its last-sync timestamp, which the bench dates the end by. On an idle
+// machine the two are 20-50 µs apart; when the thread is preempted between them (CI, 2
+// cores, the other packages' tests running beside this one) the gap of one flip reached
+// 1.37 ms (stop 29's CI). One preempted flip is the machine; most flips late is the bench.
 func TestProgrammingLatencyMatchesKubeProxy(t *testing.T) {
 	testutil.RequireRoot(t)
 	upstreamtest.Require(t)
@@ -72,7 +79,8 @@ func programmingMatches(t *testing.T, backend string) {
 
 	// Each readiness flip of web-0 rewrites the Service's one slice once: one trigger,
 	// one sync, one observation on both sides.
-	for i, ready := range []bool{false, true, false, true} {
+	var diffs []float64
+	for i, ready := range []bool{false, true, false, true, false} {
 		before, err := kp.Scrape(ctx)
 		require.NoError(t, err)
 		ours := len(ag.Metrics().NetworkProgramming)
@@ -87,8 +95,13 @@ func programmingMatches(t *testing.T, backend string) {
 		theirs := after[sum] - before[sum]
 		diff := lat[0].Seconds() - theirs
 		t.Logf("flip %d: bench %.3f ms, kube-proxy %.3f ms", i, lat[0].Seconds()*1e3, theirs*1e3)
-		assert.Less(t, math.Abs(diff), 1e-3, "flip %d: bench %v, kube-proxy %.6fs", i, lat[0], theirs)
+		// The histogram's sum is a float of many additions: allow rounding, not earliness.
+		assert.GreaterOrEqual(t, diff, -1e-5, "flip %d: the bench dated the end before kube-proxy observed it: bench %v, kube-proxy %.6fs", i, lat[0], theirs)
+		assert.Less(t, diff, 20e-3, "flip %d: later than a scrape interval: bench %v, kube-proxy %.6fs", i, lat[0], theirs)
+		diffs = append(diffs, diff)
 	}
+	slices.Sort(diffs)
+	assert.Less(t, diffs[len(diffs)/2], 1e-3, "median of bench minus kube-proxy over the flips (sorted: %v s)", diffs)
 }
 
 // TestKubeProxyRunsSingleStack: kube-proxy in a lab node runs its IPv4 proxier alone, so
