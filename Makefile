@@ -77,6 +77,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./lab/manifest/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./scenarios/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAnswer$$' -fuzztime $(FUZZTIME) ./lab/echo/
+	$(GO) test -run '^$$' -fuzz '^FuzzParallelMatchesSerial$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./internal/yamlpos/
 
 ## test-vm: the tests that need IPVS, run inside the microVM (lab/vm), where they must not skip
 test-vm: vm-deps build

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -131,8 +132,18 @@ const maxNodes = 1 << 20
 
 // Split parses data and returns its non-empty documents in order. A document whose only
 // content is null (an empty document, `---` alone, or comments only) is skipped. A syntax
-// error is returned as an *Error with the line yaml.v3 reported.
+// error is returned as an *Error with the line yaml.v3 reported. A large file of one
+// document ending in a long block sequence is parsed on several cores (parseParallel),
+// into the same tree.
 func Split(file string, data []byte) (docs []*Doc, err error) {
+	if root, ok := parseParallel(data, runtime.GOMAXPROCS(0), minParallelBytes); ok {
+		return []*Doc{{File: file, Node: root}}, nil
+	}
+	return splitSerial(file, data)
+}
+
+// splitSerial is Split with one yaml.v3 decoder over the whole file.
+func splitSerial(file string, data []byte) (docs []*Doc, err error) {
 	defer func() {
 		// yaml.v3 has panicked on hostile input in past releases; never let a file crash
 		// the caller.
