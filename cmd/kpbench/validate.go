@@ -80,6 +80,7 @@ func (o onceWriter) warn(msg string) {
 // validateFile validates one file by its kind: a Scenario, a KubeProxyConfiguration or a
 // manifest. Warnings go to w, each once.
 func validateFile(w onceWriter, path string, backends []string) error {
+	defer whileLoading()()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
