@@ -14,15 +14,17 @@ import (
 // 12k steps takes 74 ms to parse alone, most of issue 21's 100 ms for a whole load. Such
 // a file is a short head and one long block sequence (its steps, or a manifest list)
 // that runs to the end of the file. The items of a block sequence are separate YAML
-// texts whenever nothing joins them (an anchor and its alias, a %TAG directive, a
-// comment that yaml.v3 hangs on a node by what surrounds it), so parseParallel parses the
-// head and runs of items on separate goroutines, moves each run's lines to where the run
-// starts, and joins the trees. The result is the tree yaml.v3 gives for the whole file,
-// positions, styles and the head's comments included (FuzzParallelMatchesSerial holds
-// the two against each other). A file it cannot cut safely (anchors, directives, a
-// comment in the sequence, a key after it), and one with a run that does not parse on its
-// own (a flow collection or quoted scalar cut in two, a syntax error), is left to the
-// serial parse, which also gives every syntax error its position.
+// texts whenever nothing joins them (an anchor and its alias, a %TAG directive), so
+// parseParallel parses the head and runs of items on separate goroutines, moves each
+// run's lines to where the run starts, and joins the trees. The result is the tree
+// yaml.v3 gives for the whole file, positions and styles included, without comments
+// (Split drops them on both paths: yaml.v3 hangs a comment on a node by what surrounds
+// it up to the end of the file, so a run parsed alone hangs some elsewhere, and nothing
+// reads them). FuzzParallelMatchesSerial holds the two parses against each other. A file
+// it cannot cut safely (anchors, directives, a key after the sequence), and one with a
+// run that does not parse on its own (a flow collection or quoted scalar cut in two, a
+// syntax error), is left to the serial parse, which also gives every syntax error its
+// position.
 
 // minParallelBytes is the size below which the serial parse is as fast: the goroutines
 // and the join are not free, and a small file parses in a few ms.
@@ -109,29 +111,22 @@ func planCuts(data []byte, runs int) (cutPlan, bool) {
 	if key < 0 || !headKeyRE.Match(data[lines[key].start:lines[key].end]) {
 		return cutPlan{}, false
 	}
-	first := key + 1
-	for first < len(lines) && lines[first].blank {
+	first := key + 1 // blank and comment lines before the first item go with the head
+	for first < len(lines) && (lines[first].blank || lines[first].comment) {
 		first++
 	}
 	if first == len(lines) || !lines[first].item {
-		return cutPlan{}, false // a comment before the first item, or no item
+		return cutPlan{}, false
 	}
 	p := cutPlan{lines: lines, first: first, indent: lines[first].indent}
 	// Every line of the sequence is an item at its indentation, or indented more, or
-	// blank: anything else ends the sequence before the end of the file.
+	// blank, or a comment: anything else ends the sequence before the end of the file.
 	for _, l := range lines[first:] {
-		if !(l.item && l.indent == p.indent) && !l.blank && l.indent <= p.indent {
+		if !(l.item && l.indent == p.indent) && !l.blank && !l.comment && l.indent <= p.indent {
 			return cutPlan{}, false
 		}
 	}
-	// No comment in the sequence: yaml.v3 hangs a comment on a node by what surrounds
-	// it, up to the end of the file, and a run parsed alone has a different surrounding
-	// (FuzzParallelMatchesSerial found three such). A '#' inside a quoted scalar leaves
-	// the file to the serial parse too: only speed is lost. Cut before items about every
-	// size/runs bytes.
-	if bytes.IndexByte(data[lines[first].start:], '#') >= 0 {
-		return cutPlan{}, false
-	}
+	// Cut before items about every size/runs bytes.
 	size := len(data) - lines[first].start
 	p.starts = []int{first}
 	next := lines[first].start + size/runs
@@ -161,13 +156,13 @@ func parseParallel(data []byte, workers, minBytes int) (root *yaml.Node, ok bool
 	var headDoc *yaml.Node
 	errs := make([]error, len(plan.starts)+1)
 	var wg sync.WaitGroup
-	wg.Go(func() { headDoc, errs[0] = parseOne(head, true) })
+	wg.Go(func() { headDoc, errs[0] = parseOne(head) })
 	for i, startLine := range plan.starts {
 		end := len(data)
 		if i+1 < len(plan.starts) {
 			end = plan.lines[plan.starts[i+1]].start
 		}
-		wg.Go(func() { runs[i], errs[i+1] = parseOne(data[plan.lines[startLine].start:end], false) })
+		wg.Go(func() { runs[i], errs[i+1] = parseOne(data[plan.lines[startLine].start:end]) })
 	}
 	wg.Wait()
 	if errors.Join(errs...) != nil {
@@ -180,13 +175,11 @@ func parseParallel(data []byte, workers, minBytes int) (root *yaml.Node, ok bool
 		return nil, false
 	}
 	value := headDoc.Content[len(headDoc.Content)-1]
-	if value.Kind != yaml.ScalarNode || value.Tag != "!!null" || value.Value != "" || value.Style != 0 ||
-		value.HeadComment != "" || value.LineComment != "" || value.FootComment != "" {
+	if value.Kind != yaml.ScalarNode || value.Tag != "!!null" || value.Value != "" || value.Style != 0 {
 		return nil, false
 	}
 	for i, run := range runs {
-		if run.Kind != yaml.SequenceNode || run.Style != 0 || run.Line != 1 || run.Column != plan.indent+1 ||
-			run.HeadComment != "" || run.LineComment != "" || run.FootComment != "" {
+		if run.Kind != yaml.SequenceNode || run.Style != 0 || run.Line != 1 || run.Column != plan.indent+1 {
 			return nil, false
 		}
 		shiftLines(run, plan.starts[i]) // line 1 of the run is line starts[i]+1 of the file
@@ -199,11 +192,10 @@ func parseParallel(data []byte, workers, minBytes int) (root *yaml.Node, ok bool
 	return headDoc, true
 }
 
-// parseOne parses data as exactly one YAML document and returns its value; an error for
-// anything else, a syntax error, comments on the document itself unless docComments
-// (the head's leading comment is the file's; a run's would have belonged to an item), or
-// a panic of yaml.v3's (on a goroutine of its own, one would end the program).
-func parseOne(data []byte, docComments bool) (root *yaml.Node, err error) {
+// parseOne parses data as exactly one YAML document and returns its value, without
+// comments; an error for anything else, a syntax error, or a panic of yaml.v3's (on a
+// goroutine of its own, one would end the program).
+func parseOne(data []byte) (root *yaml.Node, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			root, err = nil, errors.New("yaml.v3 panicked")
@@ -221,9 +213,7 @@ func parseOne(data []byte, docComments bool) (root *yaml.Node, err error) {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
 		return nil, errors.New("not one value")
 	}
-	if !docComments && (doc.HeadComment != "" || doc.LineComment != "" || doc.FootComment != "") {
-		return nil, errors.New("comments on the document")
-	}
+	dropComments(doc.Content[0])
 	return doc.Content[0], nil
 }
 
@@ -233,5 +223,18 @@ func shiftLines(n *yaml.Node, by int) {
 	n.Line += by
 	for _, c := range n.Content {
 		shiftLines(c, by)
+	}
+}
+
+// dropComments clears the comments of n and of every node under it. An alias's target is
+// cleared where it stands in the tree; aliases are not followed (a chain of them would
+// visit the same nodes again and again).
+func dropComments(n *yaml.Node) {
+	n.HeadComment, n.LineComment, n.FootComment = "", "", ""
+	if n.Kind == yaml.AliasNode {
+		return
+	}
+	for _, c := range n.Content {
+		dropComments(c)
 	}
 }

@@ -37,6 +37,12 @@ var parallelCases = []struct {
 	{"block items indented", steps(parallelHead, 40, func(i int) string {
 		return fmt.Sprintf("  - name: step %d\n    measure:\n      name: lookup\n      params: {samples: %d}\n", i, i)
 	}), true},
+	{"comments between and inside items", steps(parallelHead, 40, func(i int) string {
+		return fmt.Sprintf("# before %d\n- wait: {synced: true} # after %d\n  # inside\n  y: 1\n\n# between\n- x: %d\n", i, i, i)
+	}), true},
+	{"comment before the first item", steps(parallelHead+"# first\n\n", 40, flowItem), true},
+	{"trailing comments", steps(parallelHead, 40, flowItem) + "  # the end\n# really\n", true},
+	{"a hash in a quoted scalar", steps(parallelHead, 40, flowItem) + "- 'a#b'\n", true},
 	{"comments only in the head", steps(strings.TrimSuffix(parallelHead, "steps:\n")+"# last\n\n# words\nsteps:\n", 40, flowItem), true},
 	{"blank lines between items", steps(parallelHead, 40, func(i int) string { return flowItem(i) + "\n\n" }), true},
 	{"kept trailing lines", steps(parallelHead, 40, func(i int) string { return fmt.Sprintf("- |+\n  text %d\n\n\n", i) }), true},
@@ -59,10 +65,7 @@ var parallelCases = []struct {
 	{"flow sequence over lines", steps(parallelHead, 40, func(i int) string { return fmt.Sprintf("- [a%d,\n- b]\n", i) }), false},
 	{"anchors and aliases", steps(parallelHead+"- &a {x: 1}\n", 40, func(int) string { return "- *a\n" }), false},
 	{"a key after the sequence", steps(parallelHead, 40, flowItem) + "name: late\n", false},
-	{"trailing comment", steps(parallelHead, 40, flowItem) + "# the end\n", false},
-	{"comments between items", steps(parallelHead, 40, func(i int) string { return "# about\n" + flowItem(i) }), false},
-	{"a hash in a quoted scalar", steps(parallelHead, 40, flowItem) + "- 'a#b'\n", false},
-	{"comment before the first item", steps(parallelHead+"# first\n", 40, flowItem), false},
+
 	{"two documents", steps(parallelHead, 40, flowItem) + "---\na: b\n", false},
 	{"tag directive", "%TAG !k! tag:kpbench.dev,2026:\n" + steps("---\n"+parallelHead, 40, func(int) string { return "- !k!x a\n" }), false},
 	{"lone carriage return", steps(parallelHead, 40, flowItem) + "- a\rb\n", false},
@@ -74,8 +77,8 @@ var parallelCases = []struct {
 }
 
 // TestParseParallelMatchesSerial: every file parseParallel cuts comes out as the serial
-// parse's tree, lines, columns, styles and comments included; files it must not cut are
-// left alone.
+// parse's tree, lines, columns and styles included; files it must not cut are left
+// alone.
 func TestParseParallelMatchesSerial(t *testing.T) {
 	for _, tt := range parallelCases {
 		t.Run(tt.name, func(t *testing.T) {
@@ -151,4 +154,28 @@ func FuzzParallelMatchesSerial(f *testing.F) {
 		require.Len(t, want, 1)
 		require.Equal(t, want[0].Node, got)
 	})
+}
+
+// TestSplitDropsComments: neither parse keeps a comment, so that both give one tree.
+func TestSplitDropsComments(t *testing.T) {
+	src := "# file\na: b # line\n# head\nsteps:\n# first\n- x # item\n# foot\n"
+	for name, big := range map[string]bool{"serial": false, "parallel": true} {
+		t.Run(name, func(t *testing.T) {
+			data := src
+			if big {
+				data = steps(src, minParallelBytes/10, func(int) string { return "- x # item\n" })
+			}
+			docs, err := Split("f.yaml", []byte(data))
+			require.NoError(t, err)
+			require.Len(t, docs, 1)
+			var walk func(n *yaml.Node)
+			walk = func(n *yaml.Node) {
+				assert.Empty(t, n.HeadComment+n.LineComment+n.FootComment, "line %d", n.Line)
+				for _, c := range n.Content {
+					walk(c)
+				}
+			}
+			walk(docs[0].Node)
+		})
+	}
 }

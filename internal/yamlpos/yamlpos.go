@@ -132,9 +132,10 @@ const maxNodes = 1 << 20
 
 // Split parses data and returns its non-empty documents in order. A document whose only
 // content is null (an empty document, `---` alone, or comments only) is skipped. A syntax
-// error is returned as an *Error with the line yaml.v3 reported. A large file of one
-// document ending in a long block sequence is parsed on several cores (parseParallel),
-// into the same tree.
+// error is returned as an *Error with the line yaml.v3 reported. Comments are dropped
+// (nothing reads them, and they would differ between the two ways of parsing). A large
+// file of one document ending in a long block sequence is parsed on several cores
+// (parseParallel), into the same tree.
 func Split(file string, data []byte) (docs []*Doc, err error) {
 	if root, ok := parseParallel(data, runtime.GOMAXPROCS(0), minParallelBytes); ok {
 		return []*Doc{{File: file, Node: root}}, nil
@@ -168,6 +169,7 @@ func splitSerial(file string, data []byte) (docs []*Doc, err error) {
 		if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
 			continue
 		}
+		dropComments(root)
 		docs = append(docs, &Doc{File: file, Node: root})
 	}
 }
