@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -488,15 +489,15 @@ func (d *decoder) scalar(n *yaml.Node, v reflect.Value) {
 		}
 		v.SetString(n.Value)
 	case reflect.Bool:
-		var b bool
-		if tag != "!!bool" || n.Decode(&b) != nil {
+		b, ok := canonicalBool(n.Value)
+		if tag != "!!bool" || !ok && n.Decode(&b) != nil {
 			bad()
 			return
 		}
 		v.SetBool(b)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		var i int64
-		if tag != "!!int" || n.Decode(&i) != nil {
+		i, ok := plainDecimal(n.Value)
+		if tag != "!!int" || !ok && n.Decode(&i) != nil {
 			bad()
 			return
 		}
@@ -507,7 +508,9 @@ func (d *decoder) scalar(n *yaml.Node, v reflect.Value) {
 		v.SetInt(i)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		var u uint64
-		if tag != "!!int" || n.Decode(&u) != nil {
+		if i, ok := plainDecimal(n.Value); tag == "!!int" && ok && i >= 0 {
+			u = uint64(i)
+		} else if tag != "!!int" || n.Decode(&u) != nil {
 			bad()
 			return
 		}
@@ -729,4 +732,34 @@ func (s keySet) add(n *yaml.Node, i int) (first int, dup bool) {
 		}
 	}
 	return 0, false
+}
+
+// canonicalBool reads the six spellings yaml.v3 resolves to !!bool without asking it:
+// (*yaml.Node).Decode builds a decoder per call, two allocations per boolean of a file.
+// ok is false for anything else (an explicitly tagged "!!bool yes"), left to yaml.v3.
+func canonicalBool(s string) (b, ok bool) {
+	switch s {
+	case "true", "True", "TRUE":
+		return true, true
+	case "false", "False", "FALSE":
+		return false, true
+	}
+	return false, false
+}
+
+// plainDecimal reads an integer written in plain decimal ("0", "42", "-7"; no sign "+",
+// no leading zero, which yaml.v3 reads as octal, no "_", not too long to overflow) without
+// asking yaml.v3; ok is false for every other form, left to it.
+func plainDecimal(s string) (int64, bool) {
+	digits := strings.TrimPrefix(s, "-")
+	if digits == "" || len(digits) > 18 || digits[0] == '0' && len(digits) > 1 {
+		return 0, false
+	}
+	for i := range len(digits) {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, false
+		}
+	}
+	i, err := strconv.ParseInt(s, 10, 64)
+	return i, err == nil
 }
