@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -33,13 +34,45 @@ func scenario1MB() string {
 	return b.String()
 }
 
+// scenario1MBDense is the densest valid scenario just under 1 MB we know of: 45k of
+// the shortest step, `- wait: {synced: true}`. More nodes per byte than scenario1MB, so
+// the slowest to load per byte.
+func scenario1MBDense() string {
+	return fillTo1MB(scenario(), func(int) string { return "- wait: {synced: true}\n" })
+}
+
+// scenario1MBCommented is scenario1MB's steps with a comment line before each.
+func scenario1MBCommented() string {
+	lines := strings.SplitAfter(strings.TrimPrefix(scenario1MB(), scenario()), "\n")
+	return fillTo1MB(scenario(), func(i int) string { return fmt.Sprintf("# step %d\n%s", i, lines[i%4]) })
+}
+
+// fillTo1MB appends line(0), line(1), ... to head while the whole stays under 1 MB.
+func fillTo1MB(head string, line func(i int) string) string {
+	var b strings.Builder
+	b.WriteString(head)
+	for i := 0; ; i++ {
+		l := line(i)
+		if b.Len()+len(l) >= 1<<20 {
+			return b.String()
+		}
+		b.WriteString(l)
+	}
+}
+
+// shapes1MB are the valid 1 MB scenarios the load is measured on.
+func shapes1MB() map[string]string {
+	return map[string]string{"expects": scenario1MB(), "dense": scenario1MBDense(), "commented": scenario1MBCommented()}
+}
+
 func TestScenario1MBIsValid(t *testing.T) {
-	src := scenario1MB()
-	require.Less(t, len(src), 1<<20)
-	require.Greater(t, len(src), 1<<20-200)
-	s, err := ParseScenario("s.yaml", []byte(src), "examples")
-	require.NoError(t, err)
-	require.Greater(t, len(s.Steps), 10000)
+	for name, src := range shapes1MB() {
+		require.Less(t, len(src), 1<<20, name)
+		require.Greater(t, len(src), 1<<20-200, name)
+		s, err := ParseScenario("s.yaml", []byte(src), "examples")
+		require.NoError(t, err, name)
+		require.Greater(t, len(s.Steps), 9000, name)
+	}
 }
 
 // maxLoadOverParse bounds what loading the 1 MB scenario allocates, as a multiple of
@@ -81,6 +114,20 @@ func BenchmarkLoad1MB(b *testing.B) {
 		if _, err := ParseScenario("s.yaml", src, "examples"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkLoad1MBShapes loads each valid 1 MB shape: `-bench Load1MBShapes`.
+func BenchmarkLoad1MBShapes(b *testing.B) {
+	for name, src := range shapes1MB() {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(src)))
+			for b.Loop() {
+				if _, err := ParseScenario("s.yaml", []byte(src), "examples"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

@@ -45,8 +45,13 @@ func (w *WaitStep) Validate(_ *Validation, p *field.Path) field.ErrorList {
 	case w.Duration != nil && w.Duration.Duration > MaxWaitDuration:
 		errs = append(errs, field.Invalid(p.Child("duration"), w.Duration.String(), fmt.Sprintf("must be at most %s", MaxWaitDuration)))
 	}
-	errs = append(errs, validateDuration(w.Duration, p.Child("duration"))...)
-	return append(errs, validateDuration(w.Timeout, p.Child("timeout"))...)
+	if w.Duration != nil {
+		errs = append(errs, validateDuration(w.Duration, p.Child("duration"))...)
+	}
+	if w.Timeout != nil {
+		errs = append(errs, validateDuration(w.Timeout, p.Child("timeout"))...)
+	}
+	return errs
 }
 
 // Run waits.

@@ -25,6 +25,7 @@ package scenarios
 import (
 	"encoding/json"
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"slices"
 	"time"
 
@@ -177,6 +178,10 @@ type Step struct {
 	// Rest is the step's action as written (its kind's key and value), which Load
 	// decodes through the registry.
 	Rest yamlpos.Rest `json:"-"`
+
+	// actionPath is the field path of Action ("steps[3].wait"), kept from decoding so
+	// that validation does not build it again for every step.
+	actionPath *field.Path
 }
 
 // KnownFailure is a step's declared failure on some backends.
