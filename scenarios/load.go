@@ -192,7 +192,7 @@ func (s *Scenario) decodeSteps(shared *yamlpos.Shared) yamlpos.Errors {
 			}
 			continue
 		}
-		st.Kind, st.Action, st.actionPath = kind.Name(), a, e.Path
+		st.Kind, st.Action = kind.Name(), a
 	}
 	return errs
 }

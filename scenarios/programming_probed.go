@@ -114,9 +114,9 @@ func firstAnswerFrom(ctx context.Context, pr Prober, target probe.Target, pod st
 
 // synthPodName names the generated pod at ip, as ensureSynthPods recorded it.
 func (s *Session) synthPodName(ip string) string {
-	for i, b := range s.synth.pods {
+	for _, b := range s.synth.pods {
 		if b.IP.String() == ip {
-			return s.synth.names[i]
+			return b.Pod
 		}
 	}
 	return ""

@@ -26,7 +26,6 @@ const (
 // and the pods behind them.
 type synthetic struct {
 	pods     []synth.Backend // shared endpoints, spread over the nodes
-	names    []string        // the pod of each of pods, as it answers probes
 	count    int             // Services [0, count) exist
 	gen      map[int]int     // generation of each Service's slice
 	template synth.Template  // of the last churn
@@ -48,8 +47,7 @@ func (s *Session) ensureSynthPods(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.synth.pods = append(s.synth.pods, synth.Backend{IP: h.IP, Node: node.Name})
-		s.synth.names = append(s.synth.names, h.Name)
+		s.synth.pods = append(s.synth.pods, synth.Backend{IP: h.IP, Node: node.Name, Pod: h.Name})
 	}
 	s.synth.gen = map[int]int{}
 	return nil

@@ -178,10 +178,18 @@ type Step struct {
 	// Rest is the step's action as written (its kind's key and value), which Load
 	// decodes through the registry.
 	Rest yamlpos.Rest `json:"-"`
+}
 
-	// actionPath is the field path of Action ("steps[3].wait"), kept from decoding so
-	// that validation does not build it again for every step.
-	actionPath *field.Path
+// actionPath returns the field path of the step's action ("steps[3].wait"): the one
+// decoding built for its Rest entry, so that validation does not build it again for
+// every step; built from i for a Step made in code.
+func (s *Step) actionPath(i int) *field.Path {
+	for _, e := range s.Rest {
+		if e.Key.Value == s.Kind && e.Path != nil {
+			return e.Path
+		}
+	}
+	return field.NewPath("steps").Index(i).Child(s.Kind)
 }
 
 // KnownFailure is a step's declared failure on some backends.

@@ -190,11 +190,7 @@ func (s *Scenario) validate(o ValidationOptions) field.ErrorList {
 		if step.Action == nil {
 			continue // decoding reported why
 		}
-		ap := step.actionPath
-		if ap == nil { // a Step built in code, not loaded
-			ap = sp.Index(i).Child(step.Kind)
-		}
-		errs = append(errs, step.Action.Validate(v, ap)...)
+		errs = append(errs, step.Action.Validate(v, step.actionPath(i))...)
 	}
 	return errs
 }

@@ -2,6 +2,7 @@ package yamlpos
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -119,6 +120,8 @@ func TestParseParallelCutsEvenly(t *testing.T) {
 func TestSplitParallel(t *testing.T) {
 	big := steps(parallelHead, 4000, flowItem)
 	require.Greater(t, len(big), minParallelBytes)
+	_, cut := parseParallel([]byte(big), max(2, runtime.GOMAXPROCS(0)), minParallelBytes)
+	require.True(t, cut, "Split's parameters take the parallel path for this file")
 	docs, err := Split("big.yaml", []byte(big))
 	require.NoError(t, err)
 	require.Len(t, docs, 1)

@@ -32,4 +32,10 @@ func TestScalarFastPathsMatchYAML(t *testing.T) {
 	}
 	_, ok := plainDecimal("-")
 	assert.False(t, ok)
+	// The fast paths are taken for what files hold, or they save nothing.
+	for _, in := range []string{"true", "False", "0", "42", "-7", "9223372036854775807"[:18]} {
+		_, isBool := canonicalBool(in)
+		_, isInt := plainDecimal(in)
+		assert.True(t, isBool || isInt, "%q is read without yaml.v3", in)
+	}
 }

@@ -22,6 +22,8 @@ const Namespace = "kpbench"
 type Backend struct {
 	IP   netip.Addr
 	Node string
+	// Pod is the pod's name as it answers probes ("" when the caller has none).
+	Pod string
 }
 
 // Template shapes each synthetic Service.

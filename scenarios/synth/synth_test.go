@@ -14,9 +14,9 @@ import (
 
 func TestServicesAreValidAndSpreadEvenly(t *testing.T) {
 	backends := []Backend{
-		{netip.MustParseAddr("10.244.0.2"), "node-0"},
-		{netip.MustParseAddr("10.244.0.3"), "node-0"},
-		{netip.MustParseAddr("10.244.1.2"), "node-1"},
+		{IP: netip.MustParseAddr("10.244.0.2"), Node: "node-0"},
+		{IP: netip.MustParseAddr("10.244.0.3"), Node: "node-0"},
+		{IP: netip.MustParseAddr("10.244.1.2"), Node: "node-1"},
 	}
 	objs, err := Services(0, 30, Template{Type: corev1.ServiceTypeNodePort}, backends)
 	require.NoError(t, err)
@@ -42,7 +42,7 @@ func TestServicesAreValidAndSpreadEvenly(t *testing.T) {
 }
 
 func TestSliceGenerationMovesEndpoints(t *testing.T) {
-	backends := []Backend{{netip.MustParseAddr("10.0.0.1"), "a"}, {netip.MustParseAddr("10.0.0.2"), "b"}, {netip.MustParseAddr("10.0.0.3"), "c"}}
+	backends := []Backend{{IP: netip.MustParseAddr("10.0.0.1"), Node: "a"}, {IP: netip.MustParseAddr("10.0.0.2"), Node: "b"}, {IP: netip.MustParseAddr("10.0.0.3"), Node: "c"}}
 	s0 := Slice(0, 0, Template{}, backends)
 	s1 := Slice(0, 1, Template{}, backends)
 	assert.Equal(t, "10.0.0.1", s0.Endpoints[0].Addresses[0])
