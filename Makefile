@@ -75,12 +75,12 @@ test-full: test
 ## for a minute per new input, FuzzParse at 7 runs in 24 s (12k runs/s with the bound).
 FUZZ = $(GO) test -run '^$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 100x
 fuzz:
-	$(FUZZ) -fuzz '^FuzzParse$$' ./lab/manifest/
+	$(FUZZ) -fuzz '^FuzzParse$$' ./manifest/
 	$(FUZZ) -fuzz '^FuzzLoad$$' ./scenarios/
 	$(FUZZ) -fuzz '^FuzzParseAnswer$$' ./lab/echo/
 	$(FUZZ) -fuzz '^FuzzParallelMatchesSerial$$' ./internal/yamlpos/
 
-## test-vm: the tests that need IPVS, run inside the microVM (lab/vm), where they must not skip
+## test-vm: the tests that need IPVS, run inside the microVM (microvm), where they must not skip
 test-vm: vm-deps build
 	KPBENCH_REQUIRE_IPVS=1 $(GO) test $(TEST_FLAGS) -exec "$(abspath $(BIN)) vm exec --" ./backends/ipvs/ ./backends/all/
 

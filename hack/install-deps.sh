@@ -22,7 +22,7 @@ bench=(
   curl              # the echo servers speak HTTP/1.1
 )
 vm=(
-  # the microVM that gives IPVS a kernel (lab/vm): qemu under TCG and a busybox initramfs
+  # the microVM that gives IPVS a kernel (microvm): qemu under TCG and a busybox initramfs
   qemu-system-x86
   busybox-static
   cpio

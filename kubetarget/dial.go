@@ -37,7 +37,7 @@ type dialAnswer struct {
 
 // Request sends one probe to target from the prober pod. The answer names the pod that
 // answered (agnhost's /hostname is the pod's name); the client address is not read.
-func (r *dialRequester) Request(ctx context.Context, target probe.Target, opts probe.Options) probe.Result {
+func (r *dialRequester) Request(ctx context.Context, target probe.Destination, opts probe.Options) probe.Result {
 	start := time.Now()
 	a, err := r.dial(ctx, target, opts, 1)
 	res := probe.Result{Total: time.Since(start)}
@@ -58,7 +58,7 @@ func (r *dialRequester) Request(ctx context.Context, target probe.Target, opts p
 }
 
 // dial GETs netexec's /dial with tries tries to target, through the API server.
-func (r *dialRequester) dial(ctx context.Context, target probe.Target, opts probe.Options, tries int) (dialAnswer, error) {
+func (r *dialRequester) dial(ctx context.Context, target probe.Destination, opts probe.Options, tries int) (dialAnswer, error) {
 	if err := r.t.allowed(target.Addr.Addr()); err != nil {
 		return dialAnswer{}, err
 	}
@@ -67,7 +67,7 @@ func (r *dialRequester) dial(ctx context.Context, target probe.Target, opts prob
 
 // dialUnchecked is dial with any request path and no check of the target (callers send
 // only to the prober's own node).
-func (r *dialRequester) dialUnchecked(ctx context.Context, target probe.Target, opts probe.Options, tries int, request string) (dialAnswer, error) {
+func (r *dialRequester) dialUnchecked(ctx context.Context, target probe.Destination, opts probe.Options, tries int, request string) (dialAnswer, error) {
 	var a dialAnswer
 	protocol := "http"
 	if target.Protocol == echo.UDP {
@@ -131,8 +131,8 @@ func (t *Target) allowed(ip netip.Addr) error {
 	return fmt.Errorf("refused to probe %s: not a node, pod or Service address of the run", ip)
 }
 
-func targetOf(ap netip.AddrPort, p corev1.Protocol) probe.Target {
-	return probe.Target{Addr: ap, Protocol: lab.Protocol(p)}
+func targetOf(ap netip.AddrPort, p corev1.Protocol) probe.Destination {
+	return probe.Destination{Addr: ap, Protocol: lab.Protocol(p)}
 }
 
 func probeOptions() probe.Options { return probe.Options{Timeout: 2 * time.Second} }
@@ -151,7 +151,7 @@ func (t *Target) ProxyMode(ctx context.Context) (string, string) {
 	r := &dialRequester{t: t, pod: hostProberName(n.Name), port: hostProberPort(t.opts.RunID)}
 	var reasons []string
 	for _, ip := range []netip.Addr{n.IP, netip.AddrFrom4([4]byte{127, 0, 0, 1})} {
-		target := probe.Target{Addr: netip.AddrPortFrom(ip, kubeProxyMetricsPort), Protocol: echo.TCP}
+		target := probe.Destination{Addr: netip.AddrPortFrom(ip, kubeProxyMetricsPort), Protocol: echo.TCP}
 		a, err := r.dialUnchecked(ctx, target, probe.Options{Timeout: time.Second}, 1, "proxyMode")
 		switch {
 		case err != nil:

@@ -495,7 +495,7 @@ func (s *Scene) requester(host string) (*dialRequester, error) {
 type sceneProber struct{ r *dialRequester }
 
 // Request sends one probe; a fixed source port is not available (netexec picks its own).
-func (p sceneProber) Request(ctx context.Context, target probe.Target, opts probe.Options) probe.Result {
+func (p sceneProber) Request(ctx context.Context, target probe.Destination, opts probe.Options) probe.Result {
 	if opts.SourcePort != 0 {
 		err := fmt.Errorf("probe from source port %d: %w (netexec's /dial picks its own port)", opts.SourcePort, scenarios.ErrNotAvailable)
 		return probe.Result{Err: err, Class: probe.Other}
@@ -518,7 +518,7 @@ func (p sceneProber) Request(ctx context.Context, target probe.Target, opts prob
 
 // Connect times one /dial probe (API server round trip included): Connect and Total are
 // the same.
-func (p sceneProber) Connect(ctx context.Context, target probe.Target, opts probe.Options) probe.Result {
+func (p sceneProber) Connect(ctx context.Context, target probe.Destination, opts probe.Options) probe.Result {
 	if opts.SourcePort != 0 {
 		return p.Request(ctx, target, opts)
 	}
@@ -528,7 +528,7 @@ func (p sceneProber) Connect(ctx context.Context, target probe.Target, opts prob
 }
 
 // Dial is not available: a kept connection would live in the prober pod.
-func (p sceneProber) Dial(context.Context, probe.Target, probe.Options) (measure.Conn, error) {
+func (p sceneProber) Dial(context.Context, probe.Destination, probe.Options) (measure.Conn, error) {
 	return nil, fmt.Errorf("kept connection: %w", scenarios.ErrNotAvailable)
 }
 
@@ -612,7 +612,7 @@ func (s *Scene) WaitSynced(ctx context.Context) error {
 }
 
 // waitService waits until the Service answers from node's prober as its endpoints say.
-func (s *Scene) waitService(ctx context.Context, r *dialRequester, target probe.Target, svc *corev1.Service, node string, affinity bool) {
+func (s *Scene) waitService(ctx context.Context, r *dialRequester, target probe.Destination, svc *corev1.Service, node string, affinity bool) {
 	want := s.t.endpointPods(svc, node)
 	hasEndpoints := s.hasEndpoints(svc)
 	if len(want) == 0 && hasEndpoints && svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal {

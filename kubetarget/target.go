@@ -425,7 +425,7 @@ const settleTimeout = 20 * time.Second
 // prober came from every endpoint the node may reach: a proxy that answers may not have
 // programmed the last endpoints yet (its syncs are rate-limited). After the timeout it
 // goes on: the check then judges what the proxy does.
-func (t *Target) settle(ctx context.Context, r *dialRequester, target probe.Target, svc *corev1.Service, node string) {
+func (t *Target) settle(ctx context.Context, r *dialRequester, target probe.Destination, svc *corev1.Service, node string) {
 	want := t.endpointPods(svc, node)
 	if len(want) == 0 || t.opts.KeepImages {
 		return

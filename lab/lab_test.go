@@ -41,7 +41,7 @@ func request(t *testing.T, l *Lab, from string, to netip.AddrPort, proto Protoco
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return pr.Request(ctx, probe.Target{Addr: to, Protocol: proto}, probe.Options{Timeout: 3 * time.Second})
+	return pr.Request(ctx, probe.Destination{Addr: to, Protocol: proto}, probe.Options{Timeout: 3 * time.Second})
 }
 
 func TestLabTraffic(t *testing.T) {

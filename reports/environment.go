@@ -48,7 +48,7 @@ func CollectEnvironment(ctx context.Context) Environment {
 	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
 		env.MemoryBytes = memTotal(data)
 	}
-	// "native" unless kpbench runs inside its own microVM (lab/vm), which says how it is
+	// "native" unless kpbench runs inside its own microVM (microvm), which says how it is
 	// accelerated; the bench host being a VM itself is part of "the machine", not of the
 	// comparison the field exists for (TCG results are several times slower).
 	env.Accelerator = "native"

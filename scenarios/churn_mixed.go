@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"kpbench.dev/kpbench/lab"
-	"kpbench.dev/kpbench/lab/manifest"
+	"kpbench.dev/kpbench/manifest"
 	"kpbench.dev/kpbench/scenarios/measure"
 	"kpbench.dev/kpbench/scenarios/synth"
 )

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 
+	"kpbench.dev/kpbench/cluster/testbed"
+	"kpbench.dev/kpbench/kubestack/controlplane"
 	"kpbench.dev/kpbench/lab"
-	"kpbench.dev/kpbench/lab/controlplane"
 	"kpbench.dev/kpbench/lab/probe"
 	"kpbench.dev/kpbench/scenarios/measure"
-	"kpbench.dev/kpbench/testbed"
 )
 
 // TestbedCluster is the lab's testbed as a session's Cluster: objects in its control
@@ -107,7 +107,7 @@ func (c testbedCluster) ControlPlane() *controlplane.ControlPlane { return c.Tes
 type labProber struct{ *probe.Prober }
 
 // Dial opens a kept connection.
-func (p labProber) Dial(ctx context.Context, target probe.Target, opts probe.Options) (measure.Conn, error) {
+func (p labProber) Dial(ctx context.Context, target probe.Destination, opts probe.Options) (measure.Conn, error) {
 	conn, err := p.Prober.Dial(ctx, target, opts)
 	if err != nil {
 		return nil, err

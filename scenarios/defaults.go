@@ -3,7 +3,7 @@ package scenarios
 import (
 	"time"
 
-	"kpbench.dev/kpbench/lab/cluster"
+	"kpbench.dev/kpbench/apistore"
 )
 
 // Topology and step defaults.
@@ -38,7 +38,7 @@ func (s *Scenario) Default() {
 	setString(&t.NodeCIDR, DefaultNodeCIDR)
 	setString(&t.PodCIDR, DefaultPodCIDR)
 	setString(&t.ServiceCIDR, DefaultServiceCIDR)
-	setString(&t.LoadBalancerPool, cluster.DefaultLoadBalancerPool.String())
+	setString(&t.LoadBalancerPool, apistore.DefaultLoadBalancerPool.String())
 	setString(&t.NodePortRange, DefaultNodePortRange)
 
 	if s.Proxy != nil && s.Proxy.ProxyConfigFile == "" {

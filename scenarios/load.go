@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"kpbench.dev/kpbench/internal/yamlpos"
-	"kpbench.dev/kpbench/lab/manifest"
+	"kpbench.dev/kpbench/manifest"
 )
 
 // Load reads a scenario file and checks all of it before anything runs: strict decoding,

@@ -5,7 +5,7 @@ package scenarios
 import (
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"kpbench.dev/kpbench/lab/manifest"
+	"kpbench.dev/kpbench/manifest"
 )
 
 // objectSource is an action that applies objects (apply).

@@ -61,7 +61,7 @@ func (p *ProgrammingLatencyParams) measureProbed(ctx context.Context, s *Session
 		errs := make([]error, len(nodes))
 		for i := range nodes {
 			wg.Go(func() {
-				d, err := firstAnswerFrom(ctx, probers[i], probe.Target{Addr: target, Protocol: lab.TCP}, want, acked, p.Timeout.Duration)
+				d, err := firstAnswerFrom(ctx, probers[i], probe.Destination{Addr: target, Protocol: lab.TCP}, want, acked, p.Timeout.Duration)
 				if err != nil {
 					errs[i] = fmt.Errorf("programming-latency: change %d on %s: %w", g, nodes[i].Name, err)
 					return
@@ -88,7 +88,7 @@ func (p *ProgrammingLatencyParams) measureProbed(ctx context.Context, s *Session
 
 // firstAnswerFrom probes target every programmingPollInterval until pod answers, and
 // returns the time from since to the end of that probe; it gives up after timeout.
-func firstAnswerFrom(ctx context.Context, pr Prober, target probe.Target, pod string, since time.Time, timeout time.Duration) (time.Duration, error) {
+func firstAnswerFrom(ctx context.Context, pr Prober, target probe.Destination, pod string, since time.Time, timeout time.Duration) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(programmingPollInterval)

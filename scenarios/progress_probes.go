@@ -32,19 +32,19 @@ func (c *countingProber) sentOne() {
 }
 
 // Request sends one request and counts it.
-func (c *countingProber) Request(ctx context.Context, target probe.Target, opts probe.Options) probe.Result {
+func (c *countingProber) Request(ctx context.Context, target probe.Destination, opts probe.Options) probe.Result {
 	defer c.sentOne()
 	return c.Prober.Request(ctx, target, opts)
 }
 
 // Connect opens one connection and counts it.
-func (c *countingProber) Connect(ctx context.Context, target probe.Target, opts probe.Options) probe.Result {
+func (c *countingProber) Connect(ctx context.Context, target probe.Destination, opts probe.Options) probe.Result {
 	defer c.sentOne()
 	return c.Prober.Connect(ctx, target, opts)
 }
 
 // Dial opens a kept connection whose requests are counted.
-func (c *countingProber) Dial(ctx context.Context, target probe.Target, opts probe.Options) (measure.Conn, error) {
+func (c *countingProber) Dial(ctx context.Context, target probe.Destination, opts probe.Options) (measure.Conn, error) {
 	conn, err := c.Prober.Dial(ctx, target, opts)
 	if err != nil {
 		return nil, err

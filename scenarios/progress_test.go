@@ -148,13 +148,13 @@ func TestNewProgressOffATerminal(t *testing.T) {
 // nopProber answers every probe at once.
 type nopProber struct{}
 
-func (nopProber) Request(context.Context, probe.Target, probe.Options) probe.Result {
+func (nopProber) Request(context.Context, probe.Destination, probe.Options) probe.Result {
 	return probe.Result{}
 }
-func (nopProber) Connect(context.Context, probe.Target, probe.Options) probe.Result {
+func (nopProber) Connect(context.Context, probe.Destination, probe.Options) probe.Result {
 	return probe.Result{}
 }
-func (nopProber) Dial(context.Context, probe.Target, probe.Options) (measure.Conn, error) {
+func (nopProber) Dial(context.Context, probe.Destination, probe.Options) (measure.Conn, error) {
 	return nopConn{}, nil
 }
 func (nopProber) DialContext(context.Context, string, string) (net.Conn, error) {
@@ -184,9 +184,9 @@ func TestProbeProgressCountsProbes(t *testing.T) {
 				advance: func(done, total int) { calls = append(calls, [2]int{done, total}) }}
 			ctx := context.Background()
 			for range tt.connects {
-				c.Connect(ctx, probe.Target{}, probe.Options{})
+				c.Connect(ctx, probe.Destination{}, probe.Options{})
 			}
-			conn, err := c.Dial(ctx, probe.Target{}, probe.Options{})
+			conn, err := c.Dial(ctx, probe.Destination{}, probe.Options{})
 			require.NoError(t, err)
 			for range tt.kept {
 				conn.Request(ctx)

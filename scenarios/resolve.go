@@ -14,7 +14,7 @@ import (
 
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/lab"
-	"kpbench.dev/kpbench/lab/manifest"
+	"kpbench.dev/kpbench/manifest"
 )
 
 // Resolving what scenario files name (hosts, pods, targets) against a running cluster.

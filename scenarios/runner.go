@@ -16,12 +16,12 @@ import (
 	"time"
 
 	"kpbench.dev/kpbench/backends/all"
+	"kpbench.dev/kpbench/cluster/testbed"
 	"kpbench.dev/kpbench/internal/toolroot"
-	"kpbench.dev/kpbench/lab/controlplane"
-	"kpbench.dev/kpbench/lab/manifest"
+	"kpbench.dev/kpbench/kubestack/controlplane"
+	"kpbench.dev/kpbench/manifest"
 	"kpbench.dev/kpbench/reports"
 	"kpbench.dev/kpbench/scenarios/measure"
-	"kpbench.dev/kpbench/testbed"
 )
 
 // RunOptions say how to run a scenario.
@@ -338,7 +338,7 @@ func (s *Session) saveState(ctx context.Context, n int, name string) {
 	}
 }
 
-// Measurements of the lab's real control plane (lab/controlplane), when the testbed
+// Measurements of the lab's real control plane (kubestack/controlplane), when the testbed
 // started one: the time until etcd and then kube-apiserver answered ready (Params
 // "component"), and their resident memory once ready and at the end.
 const (

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"kpbench.dev/kpbench/lab/manifest"
+	"kpbench.dev/kpbench/manifest"
 	"kpbench.dev/kpbench/scenarios/synth"
 )
 

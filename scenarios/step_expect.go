@@ -14,8 +14,8 @@ import (
 
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/lab"
-	"kpbench.dev/kpbench/lab/manifest"
 	"kpbench.dev/kpbench/lab/probe"
+	"kpbench.dev/kpbench/manifest"
 	"kpbench.dev/kpbench/reports"
 	"kpbench.dev/kpbench/reports/stats"
 	"kpbench.dev/kpbench/scenarios/check"
@@ -332,7 +332,7 @@ func (e *ExpectStep) probe(ctx context.Context, s *Session) (string, error) {
 	if e.Interval != nil {
 		interval = e.Interval.Duration
 	}
-	target := probe.Target{Addr: addr, Protocol: proto}
+	target := probe.Destination{Addr: addr, Protocol: proto}
 	tally := check.ProbeN(ctx, pr, target, e.Count, probe.Options{Timeout: probeTimeout, SourcePort: uint16(e.SourcePort)}, interval)
 	evidence := fmt.Sprintf("%s → %s/%s: %d probes: %s; answers %v%s", from.Name, addr, proto, tally.N, tally.ClassSummary(), tally.Pods, note)
 	if tally.N < e.Count {

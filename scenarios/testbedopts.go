@@ -4,8 +4,8 @@ import (
 	"net/netip"
 
 	"kpbench.dev/kpbench/backends/all"
-	"kpbench.dev/kpbench/lab/manifest"
-	"kpbench.dev/kpbench/testbed"
+	"kpbench.dev/kpbench/cluster/testbed"
+	"kpbench.dev/kpbench/manifest"
 )
 
 // LabelIPTablesCache is the run label of the iptables backend run with

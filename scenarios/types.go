@@ -32,7 +32,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"kpbench.dev/kpbench/internal/yamlpos"
-	"kpbench.dev/kpbench/lab/manifest"
+	"kpbench.dev/kpbench/manifest"
 )
 
 // APIVersion and Kind of a scenario file.

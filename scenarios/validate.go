@@ -12,7 +12,7 @@ import (
 
 	"kpbench.dev/kpbench/internal/yamlpos"
 	"kpbench.dev/kpbench/lab"
-	"kpbench.dev/kpbench/lab/manifest"
+	"kpbench.dev/kpbench/manifest"
 )
 
 // Bounds that validation enforces. The topology's are the lab's (lab/limits.go).

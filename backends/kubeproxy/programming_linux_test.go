@@ -12,12 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/backends/kubeproxy"
+	"kpbench.dev/kpbench/cluster/testbed"
 	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/internal/upstream/upstreamtest"
 	"kpbench.dev/kpbench/lab"
-	"kpbench.dev/kpbench/lab/manifest"
-	"kpbench.dev/kpbench/testbed"
+	"kpbench.dev/kpbench/manifest"
 )
 
 const programmingObjects = `apiVersion: v1

@@ -20,12 +20,12 @@ func BenchmarkProxy(b *testing.B) {
 	l := newTestLab(b)
 	l.sync(b, l.service("tcp", backends.TCP, 80, port1), l.service("udp", backends.UDP, 53, port1))
 	ctx := context.Background()
-	direct := func(proto echo.Protocol) probe.Target {
-		return probe.Target{Addr: netip.AddrPortFrom(l.B.Addr, port1), Protocol: proto}
+	direct := func(proto echo.Protocol) probe.Destination {
+		return probe.Destination{Addr: netip.AddrPortFrom(l.B.Addr, port1), Protocol: proto}
 	}
 	cases := []struct {
 		name      string
-		tgt       probe.Target
+		tgt       probe.Destination
 		keepAlive bool
 	}{
 		{"tcp-short/direct", direct(echo.TCP), false},

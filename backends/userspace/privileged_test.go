@@ -116,12 +116,12 @@ func (l *testLab) sync(t testing.TB, sps ...*backends.ServicePort) backends.Sync
 	return res
 }
 
-func target(port uint16, proto backends.Protocol) probe.Target {
-	return probe.Target{Addr: netip.AddrPortFrom(vip, port), Protocol: echo.Protocol(proto)}
+func target(port uint16, proto backends.Protocol) probe.Destination {
+	return probe.Destination{Addr: netip.AddrPortFrom(vip, port), Protocol: echo.Protocol(proto)}
 }
 
 // pods returns the pods that answered n requests of p to tgt, in order.
-func pods(t testing.TB, p *probe.Prober, tgt probe.Target, n int) []string {
+func pods(t testing.TB, p *probe.Prober, tgt probe.Destination, n int) []string {
 	t.Helper()
 	var out []string
 	for range n {
@@ -301,7 +301,7 @@ func TestRemoveServiceClosesListenerAndConnections(t *testing.T) {
 	_, ok = l.b.ProxyPort(name)
 	assert.False(t, ok)
 	assert.NotEqual(t, probe.OK, c.Request(ctx).Class, "the open connection was closed")
-	direct := probe.Target{Addr: netip.AddrPortFrom(l.A.Addr, port), Protocol: echo.TCP}
+	direct := probe.Destination{Addr: netip.AddrPortFrom(l.A.Addr, port), Protocol: echo.TCP}
 	assert.Equal(t, probe.Refused, l.node.Request(ctx, direct, probe.Options{}).Class, "the listener is closed")
 	assert.NotEqual(t, probe.OK, l.node.Request(ctx, target(80, backends.TCP), probe.Options{Timeout: 500 * time.Millisecond}).Class)
 }
@@ -331,7 +331,7 @@ func TestCleanupRemovesEverything(t *testing.T) {
 	defer c.Close()
 	require.NoError(t, c.Request(ctx).Err)
 	require.NoError(t, l.node.Request(ctx, target(53, backends.UDP), probe.Options{}).Err)
-	require.NoError(t, l.node.Request(ctx, probe.Target{Addr: netip.AddrPortFrom(l.A.Addr, 30080), Protocol: echo.TCP}, probe.Options{}).Err, "node port")
+	require.NoError(t, l.node.Request(ctx, probe.Destination{Addr: netip.AddrPortFrom(l.A.Addr, 30080), Protocol: echo.TCP}, probe.Options{}).Err, "node port")
 
 	require.NoError(t, l.b.Cleanup(ctx))
 	assert.NotContains(t, savedRules(t, l.A.Path), "KUBE-")

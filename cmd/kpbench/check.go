@@ -14,10 +14,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"kpbench.dev/kpbench/backends/all"
+	"kpbench.dev/kpbench/cluster/testbed"
 	"kpbench.dev/kpbench/lab"
-	"kpbench.dev/kpbench/lab/manifest"
+	"kpbench.dev/kpbench/manifest"
 	"kpbench.dev/kpbench/scenarios/check"
-	"kpbench.dev/kpbench/testbed"
 )
 
 func newCheckCmd() *cobra.Command {

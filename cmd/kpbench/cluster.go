@@ -17,8 +17,8 @@ import (
 
 	"kpbench.dev/kpbench/backends/kubeproxy"
 	"kpbench.dev/kpbench/internal/upstream"
+	"kpbench.dev/kpbench/kubestack"
 	"kpbench.dev/kpbench/lab"
-	"kpbench.dev/kpbench/labcluster"
 )
 
 func newClusterCmd() *cobra.Command {
@@ -70,27 +70,27 @@ func newClusterUpCmd() *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.name, "name", "", "cluster (and lab) name: 1-10 characters of a-z, 0-9 (required)")
-	fl.IntVar(&f.nodes, "nodes", 2, fmt.Sprintf("number of nodes (1-%d)", labcluster.MaxNodes))
+	fl.IntVar(&f.nodes, "nodes", 2, fmt.Sprintf("number of nodes (1-%d)", kubestack.MaxNodes))
 	fl.StringVar(&f.proxy, "proxy", "", "kube-proxy mode: iptables, nftables or ipvs (ipvs only where the kernel has IPVS) (required)")
 	fl.IntVar(&f.clnts, "clients", 1, fmt.Sprintf("external client hosts on the fabric (0-%d)", lab.MaxClients))
 	fl.IntVar(&f.port, "port", 0, "loopback port of the API server forward on 127.0.0.1 (0: a free one)")
 	fl.DurationVar(&f.minSync, "kube-proxy-min-sync-period", time.Second, "kube-proxy's minSyncPeriod (its default is 1s)")
 	fl.BoolVar(&f.detach, "detach", false, "run the cluster in the background and return once it is ready")
-	fl.StringVar(&f.dir, "dir", labcluster.DefaultDir, "directory of cluster records and kubeconfigs")
+	fl.StringVar(&f.dir, "dir", kubestack.DefaultDir, "directory of cluster records and kubeconfigs")
 	fl.StringVar(&f.labDir, "registry", lab.DefaultRegistryDir, "directory of lab records")
 	_ = cmd.MarkFlagRequired("name")
 	_ = cmd.MarkFlagRequired("proxy")
 	return cmd
 }
 
-func (f clusterUpFlags) config() (labcluster.Config, error) {
-	if f.nodes < 1 || f.nodes > labcluster.MaxNodes { // 0 would mean "default"
-		return labcluster.Config{}, badInput("--nodes %d: allowed values are 1-%d", f.nodes, labcluster.MaxNodes)
+func (f clusterUpFlags) config() (kubestack.Config, error) {
+	if f.nodes < 1 || f.nodes > kubestack.MaxNodes { // 0 would mean "default"
+		return kubestack.Config{}, badInput("--nodes %d: allowed values are 1-%d", f.nodes, kubestack.MaxNodes)
 	}
 	if f.minSync <= 0 {
-		return labcluster.Config{}, badInput("--kube-proxy-min-sync-period %s: must be positive", f.minSync)
+		return kubestack.Config{}, badInput("--kube-proxy-min-sync-period %s: must be positive", f.minSync)
 	}
-	cfg := labcluster.Config{
+	cfg := kubestack.Config{
 		Name: f.name, Nodes: f.nodes, Clients: f.clnts, Proxy: kubeproxy.Mode(f.proxy), Port: f.port,
 		MinSyncPeriod: f.minSync, Dir: f.dir, LabRegistryDir: f.labDir,
 	}
@@ -99,10 +99,10 @@ func (f clusterUpFlags) config() (labcluster.Config, error) {
 		return cfg, usageError{err}
 	}
 	// Checked again by Up; checking here refuses a --detach cluster before it forks.
-	if err := labcluster.CheckProxy(cfg.Proxy); err != nil {
+	if err := kubestack.CheckProxy(cfg.Proxy); err != nil {
 		return cfg, usageError{err}
 	}
-	for _, n := range labcluster.Binaries() {
+	for _, n := range kubestack.Binaries() {
 		if _, err := upstream.Binary(n); err != nil {
 			return cfg, err
 		}
@@ -110,12 +110,12 @@ func (f clusterUpFlags) config() (labcluster.Config, error) {
 	return cfg, nil
 }
 
-func runClusterUp(ctx context.Context, out io.Writer, cfg labcluster.Config) error {
+func runClusterUp(ctx context.Context, out io.Writer, cfg kubestack.Config) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	start := time.Now()
-	c, err := labcluster.Up(ctx, cfg, labcluster.WithLogger(logger), labcluster.WithLogPath(os.Getenv(clusterLogEnv)))
+	c, err := kubestack.Up(ctx, cfg, kubestack.WithLogger(logger), kubestack.WithLogPath(os.Getenv(clusterLogEnv)))
 	if err != nil {
-		if errors.Is(err, labcluster.ErrBadConfig) {
+		if errors.Is(err, kubestack.ErrBadConfig) {
 			return usageError{err}
 		}
 		return err
@@ -132,7 +132,7 @@ func runClusterUp(ctx context.Context, out io.Writer, cfg labcluster.Config) err
 	return c.Down(context.WithoutCancel(ctx))
 }
 
-func printClusterHints(out io.Writer, rec labcluster.Record) {
+func printClusterHints(out io.Writer, rec kubestack.Record) {
 	rules := map[string]string{
 		string(kubeproxy.ModeIPTables): "iptables-save -t nat",
 		string(kubeproxy.ModeNFTables): "nft list table ip kube-proxy",
@@ -155,10 +155,10 @@ const clusterLogEnv = "KPBENCH_CLUSTER_LOG"
 // cluster's directory, and returns when the cluster's record says it is ready (or the
 // child failed).
 func detachCluster(cmd *cobra.Command, f clusterUpFlags) error {
-	reg := labcluster.Registry{Dir: f.dir}
+	reg := kubestack.Registry{Dir: f.dir}
 	// Beside the cluster's directory, so that a failed start leaves its log to read.
 	logPath := filepath.Join(f.dir, f.name+".log")
-	var rec *labcluster.Record
+	var rec *kubestack.Record
 	pid, err := startDetached(cmd.Context(), detachSpec{
 		What: "cluster",
 		Args: []string{"cluster", "up", "--name", f.name, "--nodes", fmt.Sprint(f.nodes), "--proxy", f.proxy,
@@ -168,7 +168,7 @@ func detachCluster(cmd *cobra.Command, f clusterUpFlags) error {
 		Log: logPath, Timeout: 15 * time.Minute,
 		Ready: func(pid int) bool {
 			r, err := reg.Read(f.name)
-			if err != nil || r.PID != pid || r.State != labcluster.StateReady {
+			if err != nil || r.PID != pid || r.State != kubestack.StateReady {
 				return false
 			}
 			rec = r
@@ -187,10 +187,10 @@ func detachCluster(cmd *cobra.Command, f clusterUpFlags) error {
 
 // clusterStatus is the JSON form of `cluster status` (a contract: add fields, never rename).
 type clusterStatus struct {
-	labcluster.Record
+	kubestack.Record
 	OwnerAlive bool `json:"ownerAlive"`
 	// Memory is sampled now; MemoryAtReady (in the record) when the cluster became ready.
-	Memory []labcluster.Memory `json:"memory"`
+	Memory []kubestack.Memory `json:"memory"`
 	// Pods is the number of pods the lab kubelets run now.
 	Pods int `json:"pods"`
 	// Hosts are the lab's nodes, clients and pods, as `lab status` shows them.
@@ -208,16 +208,16 @@ func newClusterStatusCmd() *cobra.Command {
 			if output != "table" && output != "json" {
 				return badInput("-o %q: allowed values are table, json", output)
 			}
-			rec, err := labcluster.Registry{Dir: dir}.Read(name)
+			rec, err := kubestack.Registry{Dir: dir}.Read(name)
 			if err != nil {
-				if errors.Is(err, labcluster.ErrNoCluster) {
+				if errors.Is(err, kubestack.ErrNoCluster) {
 					return usageError{err}
 				}
 				return err
 			}
 			st := clusterStatus{Record: *rec, OwnerAlive: lab.ProcessAlive(rec.PID), Hosts: []lab.HostRecord{}}
 			if st.OwnerAlive {
-				st.Memory = labcluster.SampleMemory(*rec)
+				st.Memory = kubestack.SampleMemory(*rec)
 			} else {
 				st.State = "stale (owner gone; run 'kpbench cluster down --all')"
 			}
@@ -239,7 +239,7 @@ func newClusterStatusCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&name, "name", "", "cluster name (required)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
-	cmd.Flags().StringVar(&dir, "dir", labcluster.DefaultDir, "directory of cluster records")
+	cmd.Flags().StringVar(&dir, "dir", kubestack.DefaultDir, "directory of cluster records")
 	cmd.Flags().StringVar(&labDir, "registry", lab.DefaultRegistryDir, "directory of lab records")
 	_ = cmd.MarkFlagRequired("name")
 	return cmd
@@ -302,11 +302,11 @@ func newClusterDownCmd() *cobra.Command {
 			if (name == "") == !all {
 				return badInput("give exactly one of --name NAME or --all")
 			}
-			reg, labReg := labcluster.Registry{Dir: dir}, lab.Registry{Dir: labDir}
+			reg, labReg := kubestack.Registry{Dir: dir}, lab.Registry{Dir: labDir}
 			out := cmd.OutOrStdout()
 			if name != "" {
-				if err := labcluster.DownByName(reg, labReg, name, grace); err != nil {
-					if errors.Is(err, labcluster.ErrNoCluster) {
+				if err := kubestack.DownByName(reg, labReg, name, grace); err != nil {
+					if errors.Is(err, kubestack.ErrNoCluster) {
 						return usageError{err}
 					}
 					return err
@@ -314,7 +314,7 @@ func newClusterDownCmd() *cobra.Command {
 				fmt.Fprintf(out, "cluster %s removed\n", name)
 				return nil
 			}
-			res, err := labcluster.DownAll(reg, labReg, force, grace)
+			res, err := kubestack.DownAll(reg, labReg, force, grace)
 			fmt.Fprintf(out, "removed %d clusters %v\n", len(res.Removed), res.Removed)
 			if len(res.Refused) > 0 {
 				fmt.Fprintf(out, "left %d live clusters alone (owner running): %s; use --force to stop them\n", len(res.Refused), strings.Join(res.Refused, ", "))
@@ -325,8 +325,8 @@ func newClusterDownCmd() *cobra.Command {
 	cmd.Flags().StringVar(&name, "name", "", "the cluster to remove (its owner process is stopped first)")
 	cmd.Flags().BoolVar(&all, "all", false, "remove every cluster whose owner is gone")
 	cmd.Flags().BoolVar(&force, "force", false, "with --all: also stop and remove clusters whose owner is running")
-	cmd.Flags().DurationVar(&grace, "grace", labcluster.DefaultGrace, "how long a live owner has to tear its cluster down after SIGTERM")
-	cmd.Flags().StringVar(&dir, "dir", labcluster.DefaultDir, "directory of cluster records")
+	cmd.Flags().DurationVar(&grace, "grace", kubestack.DefaultGrace, "how long a live owner has to tear its cluster down after SIGTERM")
+	cmd.Flags().StringVar(&dir, "dir", kubestack.DefaultDir, "directory of cluster records")
 	cmd.Flags().StringVar(&labDir, "registry", lab.DefaultRegistryDir, "directory of lab records")
 	return cmd
 }
@@ -338,7 +338,7 @@ func newClusterListCmd() *cobra.Command {
 		Short: "List clusters",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			reg := labcluster.Registry{Dir: dir}
+			reg := kubestack.Registry{Dir: dir}
 			names, err := reg.List()
 			if err != nil {
 				return err
@@ -359,6 +359,6 @@ func newClusterListCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&dir, "dir", labcluster.DefaultDir, "directory of cluster records")
+	cmd.Flags().StringVar(&dir, "dir", kubestack.DefaultDir, "directory of cluster records")
 	return cmd
 }

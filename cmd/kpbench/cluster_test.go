@@ -23,8 +23,8 @@ import (
 	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/internal/upstream"
 	"kpbench.dev/kpbench/internal/upstream/upstreamtest"
+	"kpbench.dev/kpbench/kubestack"
 	"kpbench.dev/kpbench/lab"
-	"kpbench.dev/kpbench/labcluster"
 )
 
 func TestClusterBadInput(t *testing.T) {
@@ -79,11 +79,11 @@ func TestClusterCrashIsSwept(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	child := startKpbench(ctx, t, "cluster", "up", "--name", name, "--nodes", "1", "--proxy", "iptables", "--clients", "0", "--dir", dir)
-	reg := labcluster.Registry{Dir: dir}
-	var rec *labcluster.Record
+	reg := kubestack.Registry{Dir: dir}
+	var rec *kubestack.Record
 	require.Eventually(t, func() bool {
 		r, err := reg.Read(name)
-		if err == nil && r.State == labcluster.StateReady {
+		if err == nil && r.State == kubestack.StateReady {
 			rec = r
 		}
 		return rec != nil || child.cmd.ProcessState != nil
@@ -96,7 +96,7 @@ func TestClusterCrashIsSwept(t *testing.T) {
 	var st clusterStatus
 	require.NoError(t, json.Unmarshal(out.Bytes(), &st))
 	assert.True(t, st.OwnerAlive)
-	assert.Equal(t, labcluster.StateReady, st.State)
+	assert.Equal(t, kubestack.StateReady, st.State)
 	assert.Equal(t, reg.Kubeconfig(name), st.Kubeconfig)
 	assert.Positive(t, st.Startup.Total)
 	components := map[string]bool{}
@@ -137,7 +137,7 @@ func TestClusterCrashIsSwept(t *testing.T) {
 	}
 	assert.Error(t, err, "nothing listens on %s", rec.Server)
 	_, err = reg.Read(name)
-	assert.True(t, errors.Is(err, labcluster.ErrNoCluster), "record gone: %v", err)
+	assert.True(t, errors.Is(err, kubestack.ErrNoCluster), "record gone: %v", err)
 	_, err = lab.Registry{Dir: lab.DefaultRegistryDir}.Read(name)
 	assert.ErrorIs(t, err, lab.ErrNoLab)
 }

@@ -19,9 +19,9 @@ import (
 
 	"kpbench.dev/kpbench/backends/all"
 	"kpbench.dev/kpbench/backends/kubeproxy"
+	"kpbench.dev/kpbench/cluster/testbed"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/scenarios"
-	"kpbench.dev/kpbench/testbed"
 )
 
 // normalizer returns how backend's rules are normalised for the diff (its facts in

@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"kpbench.dev/kpbench/kubetarget"
-	"kpbench.dev/kpbench/lab/manifest"
+	"kpbench.dev/kpbench/manifest"
 	"kpbench.dev/kpbench/scenarios"
 	"kpbench.dev/kpbench/scenarios/check"
 )

@@ -20,8 +20,8 @@ import (
 	"kpbench.dev/kpbench/backends/kubeproxy"
 	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/internal/upstream"
+	"kpbench.dev/kpbench/kubestack"
 	"kpbench.dev/kpbench/kubetarget"
-	"kpbench.dev/kpbench/labcluster"
 	"kpbench.dev/kpbench/reports"
 )
 
@@ -30,7 +30,7 @@ import (
 func requireClusterUp(t *testing.T) {
 	t.Helper()
 	testutil.RequireRoot(t)
-	for _, b := range labcluster.Binaries() {
+	for _, b := range kubestack.Binaries() {
 		if _, err := upstream.Binary(b); err != nil {
 			if os.Getenv(upstream.RequireEnv) == "1" {
 				t.Fatalf("%v (and %s=1 forbids skipping)", err, upstream.RequireEnv)
@@ -46,7 +46,7 @@ func kubeconfigCluster(t *testing.T, mode kubeproxy.Mode) (string, kubernetes.In
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := labcluster.Up(ctx, labcluster.Config{Name: "t" + testutil.RandomID(t, 6), Nodes: 2, Proxy: mode, Dir: t.TempDir()})
+	c, err := kubestack.Up(ctx, kubestack.Config{Name: "t" + testutil.RandomID(t, 6), Nodes: 2, Proxy: mode, Dir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, c.Down(context.Background())) })
 	client, _, err := kubetarget.Client(c.Kubeconfig(), "")

@@ -29,7 +29,7 @@ func TestExitCodesForBadInput(t *testing.T) {
 		{"unknown vm subcommand", []string{"vm", "bogus"}, exitBadInput, `unknown command "bogus" for "kpbench vm"`},
 		{"run: bad backend", []string{"run", "x.yaml", "--backend", "bogus"}, exitBadInput, "allowed values are all, ours, or"},
 		{"run: missing scenario", []string{"run", "/nonexistent/scenario.yaml"}, exitBadInput, "/nonexistent/scenario.yaml"},
-		{"check: seed with placeholders", []string{"check", "../../lab/manifest/testdata/seed-inference-placeholders.yaml"}, exitBadInput, "containerPort: Invalid value: \"xxxx\""},
+		{"check: seed with placeholders", []string{"check", "../../manifest/testdata/seed-inference-placeholders.yaml"}, exitBadInput, "containerPort: Invalid value: \"xxxx\""},
 		{"check: bad backend", []string{"check", "x.yaml", "--backend", "bogus"}, exitBadInput, "allowed values are"},
 		{"run: kube-proxy version not built", []string{"run", "x.yaml", "--backend", "iptables,kube-proxy-nftables@v0.0.1"}, exitBadInput, "kube-proxy v0.0.1: "},
 		{"run: variant of a backend without any", []string{"run", "x.yaml", "--backend", "nftables@fast"}, exitBadInput, "nftables takes no @variant"},

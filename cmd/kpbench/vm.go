@@ -18,7 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"kpbench.dev/kpbench/lab/vm"
+	"kpbench.dev/kpbench/microvm"
 	"kpbench.dev/kpbench/reports"
 )
 
@@ -39,31 +39,31 @@ type vmFlags struct {
 // addVMFlags registers the flags; multiKernel documents --kernel as a matrix.
 func addVMFlags(cmd *cobra.Command, f *vmFlags, multiKernel bool) {
 	fl := cmd.Flags()
-	kernelHelp := "Debian kernel version (linux-image-VERSION-amd64) (default " + vm.DefaultKernel + ")"
+	kernelHelp := "Debian kernel version (linux-image-VERSION-amd64) (default " + microvm.DefaultKernel + ")"
 	if multiKernel {
-		kernelHelp = "Debian kernel version (linux-image-VERSION-amd64); repeat for a kernel matrix (default " + vm.DefaultKernel + ")"
+		kernelHelp = "Debian kernel version (linux-image-VERSION-amd64); repeat for a kernel matrix (default " + microvm.DefaultKernel + ")"
 	}
 	fl.StringArrayVar(&f.kernels, "kernel", nil, kernelHelp)
 	fl.StringVar(&f.mem, "mem", "2G", "guest memory: MiB, or a number with M or G (768M is the least for 100k-rule nft restores)")
-	fl.IntVar(&f.cpus, "cpus", vm.DefaultCPUs, "guest CPUs (1 to 64)")
-	fl.DurationVar(&f.timeout, "timeout", vm.DefaultTimeout, "kill the guest after this long, boot included")
-	fl.StringVar(&f.accel, "accel", "", "tcg or kvm (default $"+vm.EnvAccel+", else tcg; kvm hangs on some hosts)")
-	fl.StringVar(&f.cacheDir, "cache-dir", vm.DefaultCacheDir, "kernel and initramfs cache")
-	fl.StringArrayVar(&f.writable, "writable", nil, "host directory shared writable at the same path (repeatable; default $"+vm.EnvWritable+" (':'-separated), else the working directory)")
+	fl.IntVar(&f.cpus, "cpus", microvm.DefaultCPUs, "guest CPUs (1 to 64)")
+	fl.DurationVar(&f.timeout, "timeout", microvm.DefaultTimeout, "kill the guest after this long, boot included")
+	fl.StringVar(&f.accel, "accel", "", "tcg or kvm (default $"+microvm.EnvAccel+", else tcg; kvm hangs on some hosts)")
+	fl.StringVar(&f.cacheDir, "cache-dir", microvm.DefaultCacheDir, "kernel and initramfs cache")
+	fl.StringArrayVar(&f.writable, "writable", nil, "host directory shared writable at the same path (repeatable; default $"+microvm.EnvWritable+" (':'-separated), else the working directory)")
 	fl.BoolVar(&f.debug, "debug", false, "show kernel messages and init's steps on stderr")
 	fl.BoolVar(&f.mttcg, "tcg-multi-thread", false, "run each vCPU on its own host thread (QEMU's default; Debian 6.12 guests crash under it with \"Oops: int3\")")
-	fl.StringArrayVar(&f.append, "append", nil, "add a word to the guest kernel's command line, e.g. nohz=off (repeatable; default $"+vm.EnvAppend+")")
+	fl.StringArrayVar(&f.append, "append", nil, "add a word to the guest kernel's command line, e.g. nohz=off (repeatable; default $"+microvm.EnvAppend+")")
 }
 
-// configs returns one vm.Config per kernel, validated (bad values are usage errors).
+// configs returns one microvm.Config per kernel, validated (bad values are usage errors).
 // extraWritable directories are shared writable in addition to the default ones.
-func (f *vmFlags) configs(cmd *cobra.Command, extraWritable []string) ([]vm.Config, error) {
+func (f *vmFlags) configs(cmd *cobra.Command, extraWritable []string) ([]microvm.Config, error) {
 	mem, err := parseMemMB(f.mem)
 	if err != nil {
 		return nil, badInput("--mem: %v", err)
 	}
-	if f.accel != "" && f.accel != vm.AccelTCG && f.accel != vm.AccelKVM {
-		return nil, badInput("--accel %q: want %s or %s", f.accel, vm.AccelTCG, vm.AccelKVM)
+	if f.accel != "" && f.accel != microvm.AccelTCG && f.accel != microvm.AccelKVM {
+		return nil, badInput("--accel %q: want %s or %s", f.accel, microvm.AccelTCG, microvm.AccelKVM)
 	}
 	if f.cpus < 1 {
 		return nil, badInput("--cpus %d: want 1 to 64", f.cpus)
@@ -73,7 +73,7 @@ func (f *vmFlags) configs(cmd *cobra.Command, extraWritable []string) ([]vm.Conf
 	}
 	writable := f.writable
 	if len(writable) == 0 {
-		if env := os.Getenv(vm.EnvWritable); env != "" {
+		if env := os.Getenv(microvm.EnvWritable); env != "" {
 			writable = strings.Split(env, ":")
 		}
 	}
@@ -91,11 +91,11 @@ func (f *vmFlags) configs(cmd *cobra.Command, extraWritable []string) ([]vm.Conf
 	}
 	kernels := f.kernels
 	if len(kernels) == 0 {
-		kernels = []string{vm.DefaultKernel}
+		kernels = []string{microvm.DefaultKernel}
 	}
-	var out []vm.Config
+	var out []microvm.Config
 	for _, k := range kernels {
-		c := vm.Config{
+		c := microvm.Config{
 			Kernel: k, MemoryMB: mem, CPUs: f.cpus, CacheDir: f.cacheDir, Timeout: f.timeout,
 			Accel: f.accel, Writable: writable, Debug: f.debug, Append: f.append, MultiThreadTCG: f.mttcg,
 			Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(),
@@ -180,13 +180,13 @@ func perKernelOut(args []string, kernel string) []string {
 	return out
 }
 
-// vmRunner boots one VM and runs argv in it: vm.RunOutcome, or a fake in tests.
-type vmRunner func(ctx context.Context, cfg vm.Config, argv []string) (vm.Outcome, error)
+// vmRunner boots one VM and runs argv in it: microvm.RunOutcome, or a fake in tests.
+type vmRunner func(ctx context.Context, cfg microvm.Config, argv []string) (microvm.Outcome, error)
 
 // kernelRun is the outcome of one kernel of a vm run or exec.
 type kernelRun struct {
 	kernel  string
-	outcome vm.Outcome
+	outcome microvm.Outcome
 	err     error // the VM failed (no exit status), or its logs could not be recorded
 	elapsed time.Duration
 }
@@ -199,7 +199,7 @@ type kernelRun struct {
 //
 // The error is the VM failure when one kernel was asked for; with several, it names every
 // kernel whose VM failed. Otherwise it is the first non-zero exit status as exitCodeError.
-func runVMs(cmd *cobra.Command, cfgs []vm.Config, argv []string, perKernel bool, run vmRunner) error {
+func runVMs(cmd *cobra.Command, cfgs []microvm.Config, argv []string, perKernel bool, run vmRunner) error {
 	var runs []kernelRun
 	matrix := len(cfgs) > 1
 	for _, c := range cfgs {
@@ -298,7 +298,7 @@ const (
 
 // recordKernelLog records the kernel log's summary as labels on every run of
 // dir/results.json. A directory without results.json (the command wrote none) is left alone.
-func recordKernelLog(dir string, o vm.Outcome) error {
+func recordKernelLog(dir string, o microvm.Outcome) error {
 	if o.KernelLogPath == "" {
 		return nil
 	}
@@ -313,8 +313,8 @@ func recordKernelLog(dir string, o vm.Outcome) error {
 	for _, run := range res.Runs {
 		res.Label(run.Backend, labelKernelLog, filepath.Base(o.KernelLogPath))
 		res.Label(run.Backend, labelKernelLogSummary, k.Summary())
-		res.Label(run.Backend, labelKernelWarnings, strconv.Itoa(k.Count(vm.EventWarning)))
-		res.Label(run.Backend, labelKernelLockups, strconv.Itoa(k.Count(vm.EventSoftLockup)))
+		res.Label(run.Backend, labelKernelWarnings, strconv.Itoa(k.Count(microvm.EventWarning)))
+		res.Label(run.Backend, labelKernelLockups, strconv.Itoa(k.Count(microvm.EventSoftLockup)))
 		if m := k.MaxStuck(); m > 0 {
 			res.Label(run.Backend, labelKernelLockupMax, m.String())
 		}
@@ -327,8 +327,8 @@ func recordKernelLog(dir string, o vm.Outcome) error {
 
 // vmError adds the kernel and, for a missing tool, the package list to err.
 func vmError(kernel string, err error) error {
-	if errors.Is(err, vm.ErrMissingTool) {
-		return fmt.Errorf("vm kernel %s: %w (make deps installs: %s)", kernel, err, strings.Join(vm.HostPackages(), " "))
+	if errors.Is(err, microvm.ErrMissingTool) {
+		return fmt.Errorf("vm kernel %s: %w (make deps installs: %s)", kernel, err, strings.Join(microvm.HostPackages(), " "))
 	}
 	return fmt.Errorf("vm kernel %s: %w", kernel, err)
 }
@@ -398,7 +398,7 @@ the timeout) keeps its whole console log, and the error names the file.`,
 					return fmt.Errorf("vm run: --out %s: %w", d, err)
 				}
 			}
-			return runVMs(cmd, cfgs, append([]string{self}, args...), true, vm.RunOutcome)
+			return runVMs(cmd, cfgs, append([]string{self}, args...), true, microvm.RunOutcome)
 		},
 	}
 	addVMFlags(cmd, &f, true)
@@ -431,7 +431,7 @@ func newVMExecCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runVMs(cmd, cfgs, append([]string{bin}, args[1:]...), false, vm.RunOutcome)
+			return runVMs(cmd, cfgs, append([]string{bin}, args[1:]...), false, microvm.RunOutcome)
 		},
 	}
 	addVMFlags(cmd, &f, false)
@@ -451,7 +451,7 @@ func newVMPrepareCmd() *cobra.Command {
 			}
 			for _, c := range cfgs {
 				start := time.Now()
-				img, err := vm.EnsureKernel(cmd.Context(), c)
+				img, err := microvm.EnsureKernel(cmd.Context(), c)
 				if err != nil {
 					return vmError(c.Kernel, err)
 				}

@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/internal/testutil"
-	"kpbench.dev/kpbench/lab/vm"
+	"kpbench.dev/kpbench/microvm"
 	"kpbench.dev/kpbench/reports"
 )
 
@@ -156,7 +156,7 @@ func TestPerKernelOut(t *testing.T) {
 func TestVMExecExitStatus(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireBinary(t, "qemu-system-x86_64")
-	if os.Getenv(vm.EnvInVM) == "1" {
+	if os.Getenv(microvm.EnvInVM) == "1" {
 		t.Skip("already inside the VM")
 	}
 	code, stdout, stderr := runVMCLI(t, "vm", "exec", "--mem", "1G", "--cpus", "1", "--timeout", "3m", "--",
@@ -178,13 +178,13 @@ type fakeVMCall struct {
 	argv           []string
 }
 
-func (f *fakeVMs) run(_ context.Context, cfg vm.Config, argv []string) (vm.Outcome, error) {
+func (f *fakeVMs) run(_ context.Context, cfg microvm.Config, argv []string) (microvm.Outcome, error) {
 	f.calls = append(f.calls, fakeVMCall{cfg.Kernel, cfg.LogDir, argv})
 	if f.fail[cfg.Kernel] {
-		return vm.Outcome{ExitCode: -1, ConsoleLog: "/tmp/console-" + cfg.Kernel + ".log"},
+		return microvm.Outcome{ExitCode: -1, ConsoleLog: "/tmp/console-" + cfg.Kernel + ".log"},
 			errors.New("the guest stopped without an exit status; Kernel panic - not syncing: Fatal exception in interrupt")
 	}
-	return vm.Outcome{ExitCode: f.code[cfg.Kernel]}, nil
+	return microvm.Outcome{ExitCode: f.code[cfg.Kernel]}, nil
 }
 
 func TestRunVMsRunsEveryKernel(t *testing.T) {
@@ -213,9 +213,9 @@ func TestRunVMsRunsEveryKernel(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &fakeVMs{fail: tt.fail, code: tt.code}
-			var cfgs []vm.Config
+			var cfgs []microvm.Config
 			for _, k := range tt.kernels {
-				cfgs = append(cfgs, vm.Config{Kernel: k})
+				cfgs = append(cfgs, microvm.Config{Kernel: k})
 			}
 			var stderr bytes.Buffer
 			cmd := &cobra.Command{}
@@ -256,15 +256,15 @@ func TestRunVMsRunsEveryKernel(t *testing.T) {
 func TestRunVMsStopsWhenInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	calls := 0
-	run := func(context.Context, vm.Config, []string) (vm.Outcome, error) {
+	run := func(context.Context, microvm.Config, []string) (microvm.Outcome, error) {
 		calls++
 		cancel()
-		return vm.Outcome{ExitCode: -1}, errors.New("vm run: context canceled")
+		return microvm.Outcome{ExitCode: -1}, errors.New("vm run: context canceled")
 	}
 	cmd := &cobra.Command{}
 	cmd.SetContext(ctx)
 	cmd.SetErr(io.Discard)
-	err := runVMs(cmd, []vm.Config{{Kernel: "6.1.0-57"}, {Kernel: "6.12.118+deb12"}}, []string{"/bin/true"}, false, run)
+	err := runVMs(cmd, []microvm.Config{{Kernel: "6.1.0-57"}, {Kernel: "6.12.118+deb12"}}, []string{"/bin/true"}, false, run)
 	assert.Equal(t, 1, calls, "no kernel starts after Ctrl-C")
 	assert.ErrorContains(t, err, "1 of 2 kernels failed")
 }
@@ -275,11 +275,11 @@ func TestRecordKernelLog(t *testing.T) {
 	res.Add("nftables", reports.Measurement{Name: reports.MeasureSync, Unit: "s", Samples: []float64{1}})
 	res.Add("ipvs", reports.Measurement{Name: reports.MeasureSync, Unit: "s", Samples: []float64{2}})
 	require.NoError(t, res.Write(dir))
-	klog, err := vm.ScanKernelLog(strings.NewReader("[1.0] kpbench-vm: command start\n" +
+	klog, err := microvm.ScanKernelLog(strings.NewReader("[1.0] kpbench-vm: command start\n" +
 		"[30.0] watchdog: BUG: soft lockup - CPU#0 stuck for 26s! [nft:9]\n" +
 		"[31.0] WARNING: CPU: 0 PID: 9 at net/netfilter/x.c:1 f+0x0/0x1\n"))
 	require.NoError(t, err)
-	o := vm.Outcome{KernelLog: klog, KernelLogPath: filepath.Join(dir, vm.KernelLogFile)}
+	o := microvm.Outcome{KernelLog: klog, KernelLogPath: filepath.Join(dir, microvm.KernelLogFile)}
 	require.NoError(t, recordKernelLog(dir, o))
 
 	got, err := reports.Load(dir)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"kpbench.dev/kpbench/lab/vm"
+	"kpbench.dev/kpbench/microvm"
 	"kpbench.dev/kpbench/scenarios"
 )
 
@@ -18,9 +18,9 @@ import (
 const emulatedWaitTimeout = 3 * time.Minute
 
 // defaultWaitTimeout is --wait-timeout's default: emulatedWaitTimeout in a TCG guest
-// (getenv reads the variables vm.Run sets there), else scenarios.DefaultWaitTimeout.
+// (getenv reads the variables microvm.Run sets there), else scenarios.DefaultWaitTimeout.
 func defaultWaitTimeout(getenv func(string) string) time.Duration {
-	if getenv(vm.EnvInVM) == "1" && getenv(vm.EnvAccel) == "tcg" {
+	if getenv(microvm.EnvInVM) == "1" && getenv(microvm.EnvAccel) == "tcg" {
 		return emulatedWaitTimeout
 	}
 	return scenarios.DefaultWaitTimeout

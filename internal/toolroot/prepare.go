@@ -18,7 +18,7 @@ import (
 	"kpbench.dev/kpbench/internal/fsutil"
 )
 
-// EnvInVM is set to 1 inside kpbench's microVM (lab/vm), where the cache is the host's,
+// EnvInVM is set to 1 inside kpbench's microVM (microvm), where the cache is the host's,
 // seen through a RAM overlay: prepared roots can be used there, not built.
 const EnvInVM = "KPBENCH_IN_VM"
 

@@ -17,7 +17,7 @@
 // KubernetesVersion (and gitMajor, gitMinor, gitTreeState), so they report a version that
 // kubectl and client-go can parse. etcd is the version k8s.io/kubernetes' own go.mod pins.
 //
-// # Contract between lab/controlplane and backends/kubeproxy
+// # Contract between kubestack/controlplane and backends/kubeproxy
 //
 // Written down here because two packages are built at the same time against it.
 //
@@ -26,7 +26,7 @@
 //     upstreamtest.Require(t, names...): it skips with "run make upstream", or fails when
 //     KPBENCH_REQUIRE_UPSTREAM=1 (and also needs root: see testutil.RequireRoot).
 //
-//   - lab/controlplane.Start(ctx, l *lab.Lab, opts Options) (*ControlPlane, error) starts etcd
+//   - controlplane.Start(ctx, l *lab.Lab, opts Options) (*ControlPlane, error) starts etcd
 //     and kube-apiserver inside the lab's control-plane namespace kpb-<lab>-cp, which is
 //     attached to the lab fabric like a client (it takes a fabric address; it is not a node).
 //     The API server listens on that fabric address, port 6443 (HTTPS), and nowhere else;
@@ -42,8 +42,8 @@
 //     ControlPlane.Startup (time until /readyz answered ok) and RSS (after start; RSSNow()
 //     samples it again) are recorded for reports.
 //
-//   - lab/controlplane.Publish(ctx, cp, c *cluster.Cluster) (*Publisher, error) mirrors the
-//     lab's store (lab/cluster) to the API server with client-go and follows its Watch:
+//   - controlplane.Publish(ctx, cp, s *apistore.Store) (*Publisher, error) mirrors the
+//     lab's store (apistore) to the API server with client-go and follows its Watch:
 //     Nodes (name = lab node name, InternalIP = fabric IP, podCIDR = the node's pod block),
 //     Namespaces, Services (with the lab's ClusterIPs and NodePorts), EndpointSlices
 //     (ours, label endpointslice.kubernetes.io/managed-by=kpbench.dev, annotation

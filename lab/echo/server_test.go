@@ -54,7 +54,7 @@ func TestServeAnswers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%d/%s", tt.port, tt.proto), func(t *testing.T) {
-			res := p.Request(context.Background(), probe.Target{Addr: netip.AddrPortFrom(pair.B.Addr, tt.port), Protocol: tt.proto}, probe.Options{})
+			res := p.Request(context.Background(), probe.Destination{Addr: netip.AddrPortFrom(pair.B.Addr, tt.port), Protocol: tt.proto}, probe.Options{})
 			require.NoError(t, res.Err)
 			assert.Equal(t, echo.Answer{
 				Pod: "web-1", PodIP: "10.0.0.2", Node: "node-1",
@@ -151,7 +151,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 	p, err := probe.New(pair.A.Path)
 	require.NoError(t, err)
 	defer p.Close()
-	target := probe.Target{Addr: netip.AddrPortFrom(pair.B.Addr, 9000), Protocol: echo.TCP}
+	target := probe.Destination{Addr: netip.AddrPortFrom(pair.B.Addr, 9000), Protocol: echo.TCP}
 
 	// An open connection must not keep Close waiting for the idle timeout.
 	conn, err := p.Dial(context.Background(), target, probe.Options{Timeout: 2 * time.Second})
@@ -177,7 +177,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 	srv2, err := echo.Serve(pair.B.Path, testID(), ports)
 	require.NoError(t, err)
 	for _, proto := range []echo.Protocol{echo.TCP, echo.UDP} {
-		res := p.Request(context.Background(), probe.Target{Addr: target.Addr, Protocol: proto}, probe.Options{})
+		res := p.Request(context.Background(), probe.Destination{Addr: target.Addr, Protocol: proto}, probe.Options{})
 		require.NoError(t, res.Err, proto)
 	}
 	require.NoError(t, srv2.Close())
@@ -267,7 +267,7 @@ func TestServeNetexec(t *testing.T) {
 	assert.Contains(t, strings.Join(out["errors"], ";"), "connection refused")
 
 	// UDP commands from A.
-	res := p.Request(context.Background(), probe.Target{Addr: netip.AddrPortFrom(pair.B.Addr, 8081), Protocol: echo.UDP}, probe.Options{})
+	res := p.Request(context.Background(), probe.Destination{Addr: netip.AddrPortFrom(pair.B.Addr, 8081), Protocol: echo.UDP}, probe.Options{})
 	require.NoError(t, res.Err, "other datagrams keep the answer line")
 	assert.Equal(t, "web-1", res.Answer.Pod)
 

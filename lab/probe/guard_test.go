@@ -39,15 +39,15 @@ func TestProbeRefusesRootNamespace(t *testing.T) {
 	dst := netip.MustParseAddrPort("192.0.2.1:80")
 	tests := []struct {
 		name   string
-		target Target
+		target Destination
 		m      mode
 		src    uint16
 	}{
-		{"tcp request", Target{Addr: dst, Protocol: echo.TCP}, modeRequest, 0},
-		{"tcp connect", Target{Addr: dst, Protocol: echo.TCP}, modeConnect, 0},
-		{"tcp from a fixed port", Target{Addr: dst, Protocol: echo.TCP}, modeRequest, 40000},
-		{"udp request", Target{Addr: dst, Protocol: echo.UDP}, modeRequest, 0},
-		{"udp from a fixed port", Target{Addr: dst, Protocol: echo.UDP}, modeRequest, 40000},
+		{"tcp request", Destination{Addr: dst, Protocol: echo.TCP}, modeRequest, 0},
+		{"tcp connect", Destination{Addr: dst, Protocol: echo.TCP}, modeConnect, 0},
+		{"tcp from a fixed port", Destination{Addr: dst, Protocol: echo.TCP}, modeRequest, 40000},
+		{"udp request", Destination{Addr: dst, Protocol: echo.UDP}, modeRequest, 0},
+		{"udp from a fixed port", Destination{Addr: dst, Protocol: echo.UDP}, modeRequest, 40000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,7 +67,7 @@ func TestProbeRefusesRootNamespace(t *testing.T) {
 		})
 	}
 	t.Run("Once", func(t *testing.T) {
-		res := Once(context.Background(), Target{Addr: dst, Protocol: echo.TCP}, Options{})
+		res := Once(context.Background(), Destination{Addr: dst, Protocol: echo.TCP}, Options{})
 		require.ErrorIs(t, res.Err, netns.ErrRootNamespace)
 		assert.False(t, res.Local.IsValid(), "no socket was bound")
 	})

@@ -57,7 +57,7 @@ const (
 // default.
 type LoadSpec struct {
 	// Target is the destination (TCP only): a Service VIP or node port, or a pod.
-	Target Target
+	Destination Destination
 	// Mode is LoadConnections or LoadRequests.
 	Mode LoadMode
 	// Workers is the number of concurrent workers (default DefaultLoadWorkers, at most
@@ -81,28 +81,28 @@ type LoadSpec struct {
 // withDefaults returns the spec with defaults filled in, or an error for a spec that
 // cannot run.
 func (s LoadSpec) withDefaults() (LoadSpec, error) {
-	if s.Target.Protocol != echo.TCP {
-		return s, fmt.Errorf("load %s: only TCP", s.Target)
+	if s.Destination.Protocol != echo.TCP {
+		return s, fmt.Errorf("load %s: only TCP", s.Destination)
 	}
-	if !s.Target.Addr.IsValid() || s.Target.Addr.Port() == 0 {
-		return s, fmt.Errorf("load: invalid target address %q", s.Target.Addr)
+	if !s.Destination.Addr.IsValid() || s.Destination.Addr.Port() == 0 {
+		return s, fmt.Errorf("load: invalid target address %q", s.Destination.Addr)
 	}
 	switch s.Mode {
 	case LoadConnections, LoadRequests:
 	default:
-		return s, fmt.Errorf("load %s: mode %q: want %q or %q", s.Target, s.Mode, LoadConnections, LoadRequests)
+		return s, fmt.Errorf("load %s: mode %q: want %q or %q", s.Destination, s.Mode, LoadConnections, LoadRequests)
 	}
 	if s.Workers <= 0 {
 		s.Workers = DefaultLoadWorkers
 	}
 	if s.Workers > MaxLoadWorkers {
-		return s, fmt.Errorf("load %s: %d workers, at most %d", s.Target, s.Workers, MaxLoadWorkers)
+		return s, fmt.Errorf("load %s: %d workers, at most %d", s.Destination, s.Workers, MaxLoadWorkers)
 	}
 	if s.Duration <= 0 {
 		s.Duration = DefaultLoadDuration
 	}
 	if s.Duration > MaxLoadDuration {
-		return s, fmt.Errorf("load %s: duration %s, at most %s", s.Target, s.Duration, MaxLoadDuration)
+		return s, fmt.Errorf("load %s: duration %s, at most %s", s.Destination, s.Duration, MaxLoadDuration)
 	}
 	if s.MaxOps <= 0 {
 		s.MaxOps = DefaultLoadMaxOps
@@ -250,7 +250,7 @@ func Load(ctx context.Context, nsPath string, spec LoadSpec) (LoadResult, error)
 			}
 		}
 		if connected == 0 {
-			return LoadResult{}, fmt.Errorf("load %s from %s: no worker could connect: %w", spec.Target, nsPath, state[0].startErr)
+			return LoadResult{}, fmt.Errorf("load %s from %s: no worker could connect: %w", spec.Destination, nsPath, state[0].startErr)
 		}
 	}
 	parent := ctx
@@ -321,7 +321,7 @@ func Load(ctx context.Context, nsPath string, spec LoadSpec) (LoadResult, error)
 	close(start)
 	wg.Wait()
 	if err := parent.Err(); err != nil {
-		return LoadResult{}, fmt.Errorf("load %s from %s: %w", spec.Target, nsPath, err)
+		return LoadResult{}, fmt.Errorf("load %s from %s: %w", spec.Destination, nsPath, err)
 	}
 	res := LoadResult{Mode: spec.Mode, Workers: spec.Workers, Classes: map[ErrClass]int{}, Slices: make([]int, 1),
 		Slice: spec.Slice, PerWorker: make([]int, spec.Workers), Pods: map[string]int{}}
@@ -382,9 +382,9 @@ func (lw *loadWorker) dial(ctx context.Context, spec LoadSpec) (net.Conn, error)
 	if err := netns.Guard(); err != nil {
 		return nil, err
 	}
-	c, err := lw.netDialer.DialContext(ctx, "tcp", spec.Target.Addr.String())
+	c, err := lw.netDialer.DialContext(ctx, "tcp", spec.Destination.Addr.String())
 	if err != nil {
-		return nil, fmt.Errorf("load %s: connect: %w", spec.Target, err)
+		return nil, fmt.Errorf("load %s: connect: %w", spec.Destination, err)
 	}
 	lw.br = bufio.NewReaderSize(c, echo.MaxLineLength)
 	return c, nil
@@ -423,21 +423,21 @@ func (lw *loadWorker) op(ctx context.Context, spec LoadSpec) error {
 // exchange sends the payload over c and reads one answer line, within spec.OpTimeout.
 func (lw *loadWorker) exchange(c net.Conn, spec LoadSpec) error {
 	if err := c.SetDeadline(time.Now().Add(spec.OpTimeout)); err != nil {
-		return fmt.Errorf("load %s: %w", spec.Target, err)
+		return fmt.Errorf("load %s: %w", spec.Destination, err)
 	}
 	if _, err := c.Write(spec.Payload); err != nil {
-		return fmt.Errorf("load %s: send: %w", spec.Target, err)
+		return fmt.Errorf("load %s: send: %w", spec.Destination, err)
 	}
 	line, err := lw.br.ReadSlice('\n')
 	if err != nil {
 		if errors.Is(err, bufio.ErrBufferFull) {
-			return fmt.Errorf("load %s: answer longer than %d bytes", spec.Target, echo.MaxLineLength)
+			return fmt.Errorf("load %s: answer longer than %d bytes", spec.Destination, echo.MaxLineLength)
 		}
-		return fmt.Errorf("load %s: read answer: %w", spec.Target, err)
+		return fmt.Errorf("load %s: read answer: %w", spec.Destination, err)
 	}
 	pod, ok := answerPod(line)
 	if !ok {
-		return fmt.Errorf("load %s: not an echo answer: %q", spec.Target, bytes.TrimSpace(line))
+		return fmt.Errorf("load %s: not an echo answer: %q", spec.Destination, bytes.TrimSpace(line))
 	}
 	lw.pods[string(pod)]++
 	return nil

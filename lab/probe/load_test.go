@@ -21,17 +21,17 @@ import (
 // TestLoadSpecRejected checks the specs Load refuses before touching any namespace (no
 // root needed: the namespace path is never opened).
 func TestLoadSpecRejected(t *testing.T) {
-	ok := probe.Target{Addr: netip.MustParseAddrPort("192.0.2.1:80"), Protocol: echo.TCP}
+	ok := probe.Destination{Addr: netip.MustParseAddrPort("192.0.2.1:80"), Protocol: echo.TCP}
 	tests := []struct {
 		name string
 		spec probe.LoadSpec
 		want string
 	}{
-		{"udp", probe.LoadSpec{Target: probe.Target{Addr: ok.Addr, Protocol: echo.UDP}, Mode: probe.LoadConnections}, "only TCP"},
-		{"no address", probe.LoadSpec{Target: probe.Target{Protocol: echo.TCP}, Mode: probe.LoadConnections}, "invalid target"},
-		{"no mode", probe.LoadSpec{Target: ok}, "mode"},
-		{"too many workers", probe.LoadSpec{Target: ok, Mode: probe.LoadRequests, Workers: probe.MaxLoadWorkers + 1}, "workers"},
-		{"too long", probe.LoadSpec{Target: ok, Mode: probe.LoadRequests, Duration: probe.MaxLoadDuration + time.Second}, "duration"},
+		{"udp", probe.LoadSpec{Destination: probe.Destination{Addr: ok.Addr, Protocol: echo.UDP}, Mode: probe.LoadConnections}, "only TCP"},
+		{"no address", probe.LoadSpec{Destination: probe.Destination{Protocol: echo.TCP}, Mode: probe.LoadConnections}, "invalid target"},
+		{"no mode", probe.LoadSpec{Destination: ok}, "mode"},
+		{"too many workers", probe.LoadSpec{Destination: ok, Mode: probe.LoadRequests, Workers: probe.MaxLoadWorkers + 1}, "workers"},
+		{"too long", probe.LoadSpec{Destination: ok, Mode: probe.LoadRequests, Duration: probe.MaxLoadDuration + time.Second}, "duration"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,7 +46,7 @@ func TestLoadSpecRejected(t *testing.T) {
 // socket exists.
 func TestLoadRefusesRootNamespace(t *testing.T) {
 	testutil.RequireRoot(t)
-	spec := probe.LoadSpec{Target: probe.Target{Addr: netip.MustParseAddrPort("192.0.2.1:80"), Protocol: echo.TCP},
+	spec := probe.LoadSpec{Destination: probe.Destination{Addr: netip.MustParseAddrPort("192.0.2.1:80"), Protocol: echo.TCP},
 		Mode: probe.LoadConnections, Workers: 2, Duration: 100 * time.Millisecond}
 	_, err := probe.Load(context.Background(), "/proc/thread-self/ns/net", spec)
 	require.ErrorIs(t, err, netns.ErrRootNamespace)
@@ -67,9 +67,9 @@ func TestLoad(t *testing.T) {
 		{name: "requests", spec: probe.LoadSpec{Mode: probe.LoadRequests, Workers: 4, Duration: 300 * time.Millisecond}, wantOps: true},
 		{name: "bounded count", spec: probe.LoadSpec{Mode: probe.LoadConnections, Workers: 3, Duration: 5 * time.Second, MaxOps: 50}, wantOps: true, maxOps: 50},
 		{name: "refused", spec: probe.LoadSpec{Mode: probe.LoadConnections, Workers: 2, Duration: 200 * time.Millisecond, MaxOps: 200,
-			Target: probe.Target{Addr: netip.AddrPortFrom(l.B.Addr, closedPort), Protocol: echo.TCP}}, wantClass: probe.Refused, maxOps: 200},
+			Destination: probe.Destination{Addr: netip.AddrPortFrom(l.B.Addr, closedPort), Protocol: echo.TCP}}, wantClass: probe.Refused, maxOps: 200},
 		{name: "reset", spec: probe.LoadSpec{Mode: probe.LoadConnections, Workers: 2, Duration: 200 * time.Millisecond, MaxOps: 200,
-			Target: probe.Target{Addr: netip.AddrPortFrom(l.B.Addr, resetPort), Protocol: echo.TCP}}, wantClass: probe.Reset, maxOps: 200},
+			Destination: probe.Destination{Addr: netip.AddrPortFrom(l.B.Addr, resetPort), Protocol: echo.TCP}}, wantClass: probe.Reset, maxOps: 200},
 		// The echo server answers a line longer than 4096 bytes with an error and closes:
 		// every request fails, and the broken connection is made again (on the worker's
 		// thread) for the next one.
@@ -79,8 +79,8 @@ func TestLoad(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := tt.spec
-			if !spec.Target.Addr.IsValid() {
-				spec.Target = probe.Target{Addr: echoAddr, Protocol: echo.TCP}
+			if !spec.Destination.Addr.IsValid() {
+				spec.Destination = probe.Destination{Addr: echoAddr, Protocol: echo.TCP}
 			}
 			start := time.Now()
 			res, err := probe.Load(context.Background(), l.A.Path, spec)
@@ -135,7 +135,7 @@ func TestLoad(t *testing.T) {
 // TestLoadRequestsNoServer: a keep-alive load cannot start when no worker can connect.
 func TestLoadRequestsNoServer(t *testing.T) {
 	l := newLab(t)
-	spec := probe.LoadSpec{Target: probe.Target{Addr: netip.AddrPortFrom(l.B.Addr, closedPort), Protocol: echo.TCP},
+	spec := probe.LoadSpec{Destination: probe.Destination{Addr: netip.AddrPortFrom(l.B.Addr, closedPort), Protocol: echo.TCP},
 		Mode: probe.LoadRequests, Workers: 2, Duration: 100 * time.Millisecond}
 	_, err := probe.Load(context.Background(), l.A.Path, spec)
 	require.Error(t, err)

@@ -22,7 +22,7 @@ import (
 // locks the goroutine to its thread for the duration, checks with netns.Guard and refuses
 // with netns.ErrRootNamespace, before creating any socket, when the thread is in the host's
 // root namespace.
-func Once(ctx context.Context, target Target, opts Options) Result {
+func Once(ctx context.Context, target Destination, opts Options) Result {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	return dialer{}.probe(ctx, target, opts, modeRequest)
@@ -47,7 +47,7 @@ type dialer struct {
 
 // dial checks the thread's namespace and connects a socket to target on the calling thread,
 // which the caller has locked. It returns the connect latency.
-func (d dialer) dial(ctx context.Context, t Target, o Options) (net.Conn, time.Duration, error) {
+func (d dialer) dial(ctx context.Context, t Destination, o Options) (net.Conn, time.Duration, error) {
 	if err := netns.Guard(); err != nil {
 		return nil, 0, err
 	}
@@ -101,7 +101,7 @@ func (d dialer) dial(ctx context.Context, t Target, o Options) (net.Conn, time.D
 }
 
 // probe runs one probe on the calling thread, which the caller has locked.
-func (d dialer) probe(ctx context.Context, t Target, o Options, m mode) Result {
+func (d dialer) probe(ctx context.Context, t Destination, o Options, m mode) Result {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout())
 	defer cancel()
 	if m == modeConnect && t.Protocol != echo.TCP {
@@ -114,7 +114,7 @@ func (d dialer) probe(ctx context.Context, t Target, o Options, m mode) Result {
 // finish completes a probe whose socket dial made (c, or err): it sends the request and
 // reads the answer (modeRequest), and closes c. This needs no namespace: the socket already
 // lives in its own. ctx carries the probe's deadline.
-func finish(ctx context.Context, c net.Conn, connect time.Duration, err error, t Target, o Options, m mode) Result {
+func finish(ctx context.Context, c net.Conn, connect time.Duration, err error, t Destination, o Options, m mode) Result {
 	var res Result
 	if err != nil {
 		return res.fail(fmt.Errorf("probe %s: connect: %w", t, err))
@@ -211,7 +211,7 @@ func localAddr(c net.Conn) netip.AddrPort {
 type Conn struct {
 	c       net.Conn
 	br      *bufio.Reader
-	target  Target
+	target  Destination
 	opts    Options
 	connect time.Duration
 	local   netip.AddrPort

@@ -41,7 +41,7 @@ const DefaultTimeout = 2 * time.Second
 const DefaultPayload = "kpbench probe\n"
 
 // Target is where a probe goes.
-type Target struct {
+type Destination struct {
 	// Addr is the destination: a Service VIP, node IP with node port, or pod IP, with port.
 	Addr netip.AddrPort
 	// Protocol is TCP or UDP.
@@ -49,7 +49,7 @@ type Target struct {
 }
 
 // String renders the target as 10.96.0.10:53/UDP.
-func (t Target) String() string { return t.Addr.String() + "/" + string(t.Protocol) }
+func (t Destination) String() string { return t.Addr.String() + "/" + string(t.Protocol) }
 
 // Options tune one probe. The zero value is a good default.
 type Options struct {

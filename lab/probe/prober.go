@@ -112,21 +112,21 @@ func (p *Prober) run(ctx context.Context, fn func()) error {
 // Request connects to target (TCP) or sends from a fresh socket (UDP), sends the payload,
 // reads the echo answer and closes. Result.Connect is the TCP connect latency, Result.Total
 // the latency from connect start to the parsed answer. It returns within Options.Timeout.
-func (p *Prober) Request(ctx context.Context, target Target, opts Options) Result {
+func (p *Prober) Request(ctx context.Context, target Destination, opts Options) Result {
 	return p.probe(ctx, target, opts, modeRequest)
 }
 
 // Connect only connects to target over TCP and closes with a RST (see the package
 // documentation): the "first packet" latency through the proxy's lookup, with Total equal to
 // Connect. It returns within Options.Timeout.
-func (p *Prober) Connect(ctx context.Context, target Target, opts Options) Result {
+func (p *Prober) Connect(ctx context.Context, target Destination, opts Options) Result {
 	return p.probe(ctx, target, opts, modeConnect)
 }
 
 // probe runs one probe. Only the socket and its connect need the namespace: they run on a
 // worker, which is free again as soon as the connection is made (or has failed); the
 // request and the answer are handled on the caller's goroutine.
-func (p *Prober) probe(ctx context.Context, target Target, opts Options, m mode) Result {
+func (p *Prober) probe(ctx context.Context, target Destination, opts Options, m mode) Result {
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
 	defer cancel()
 	if m == modeConnect && target.Protocol != echo.TCP {
@@ -138,7 +138,7 @@ func (p *Prober) probe(ctx context.Context, target Target, opts Options, m mode)
 
 // Dial connects to target and keeps the connection open for Conn.Request. Connecting is
 // bounded by Options.Timeout; so is each request on the Conn.
-func (p *Prober) Dial(ctx context.Context, target Target, opts Options) (*Conn, error) {
+func (p *Prober) Dial(ctx context.Context, target Destination, opts Options) (*Conn, error) {
 	c, connect, err := p.dial(ctx, target, opts)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", target, err)
@@ -163,7 +163,7 @@ func (p *Prober) DialContext(ctx context.Context, network, address string) (net.
 	if err != nil {
 		return nil, fmt.Errorf("dial %s %s: literal ip:port needed: %w", network, address, err)
 	}
-	target := Target{Addr: ap, Protocol: echo.TCP}
+	target := Destination{Addr: ap, Protocol: echo.TCP}
 	c, _, err := p.dial(ctx, target, Options{})
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", target, err)
@@ -173,7 +173,7 @@ func (p *Prober) DialContext(ctx context.Context, network, address string) (net.
 
 // dial connects a socket on a worker, bounded by opts' timeout. A connection that a worker
 // makes after the caller gave up waiting is closed, never leaked.
-func (p *Prober) dial(ctx context.Context, target Target, opts Options) (net.Conn, time.Duration, error) {
+func (p *Prober) dial(ctx context.Context, target Destination, opts Options) (net.Conn, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
 	defer cancel()
 	var (

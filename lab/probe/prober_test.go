@@ -75,8 +75,8 @@ func serveReset(t testing.TB, nsPath string) {
 	})
 }
 
-func (l lab) target(addr netip.Addr, port uint16, proto echo.Protocol) probe.Target {
-	return probe.Target{Addr: netip.AddrPortFrom(addr, port), Protocol: proto}
+func (l lab) target(addr netip.Addr, port uint16, proto echo.Protocol) probe.Destination {
+	return probe.Destination{Addr: netip.AddrPortFrom(addr, port), Protocol: proto}
 }
 
 func TestRequestClasses(t *testing.T) {
@@ -84,7 +84,7 @@ func TestRequestClasses(t *testing.T) {
 	const timeout = 500 * time.Millisecond
 	tests := []struct {
 		name    string
-		target  probe.Target
+		target  probe.Destination
 		connect bool // Prober.Connect instead of Request
 		want    []probe.ErrClass
 	}{
@@ -101,7 +101,7 @@ func TestRequestClasses(t *testing.T) {
 		{name: "tcp no route", target: l.target(l.NoRoute, echoPort, echo.TCP), want: []probe.ErrClass{probe.Unreachable}},
 		{name: "udp no route", target: l.target(l.NoRoute, echoPort, echo.UDP), want: []probe.ErrClass{probe.Unreachable}},
 		{name: "udp connect is refused by the prober", target: l.target(l.B.Addr, echoPort, echo.UDP), connect: true, want: []probe.ErrClass{probe.Other}},
-		{name: "invalid target", target: probe.Target{Protocol: echo.TCP}, want: []probe.ErrClass{probe.Other}},
+		{name: "invalid target", target: probe.Destination{Protocol: echo.TCP}, want: []probe.ErrClass{probe.Other}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -21,10 +21,10 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/cluster/testbed"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/probe"
 	"kpbench.dev/kpbench/reports/stats"
-	"kpbench.dev/kpbench/testbed"
 )
 
 // Verdict of one path.
@@ -289,7 +289,7 @@ func checkPath(ctx context.Context, tb Cluster, o Options, sp *backends.ServiceP
 		out.Verdict, out.Detail = Fail, err.Error()
 		return out
 	}
-	target := probe.Target{Addr: p.target, Protocol: lab.Protocol(sp.Protocol())}
+	target := probe.Destination{Addr: p.target, Protocol: lab.Protocol(sp.Protocol())}
 	if len(p.expected) == 0 {
 		return checkNoAnswer(ctx, pr, target, o, p, out)
 	}
@@ -383,7 +383,7 @@ const (
 // kube-proxy-nftables. The check judges the proxy's steady state, so it starts counting
 // once every endpoint answered; a path where some never does still fails ("endpoints
 // never reached") on the counted probes.
-func converge(ctx context.Context, pr Requester, target probe.Target, expected map[string]bool, opts probe.Options) string {
+func converge(ctx context.Context, pr Requester, target probe.Destination, expected map[string]bool, opts probe.Options) string {
 	seen := map[string]bool{}
 	deadline := time.Now().Add(convergeTime)
 	sent := 0
@@ -405,7 +405,7 @@ func converge(ctx context.Context, pr Requester, target probe.Target, expected m
 
 // checkNoAnswer checks a path that must not reach any pod: refused when the service has
 // no endpoints at all, dropped (timeout) when a Local policy leaves this node none.
-func checkNoAnswer(ctx context.Context, pr Requester, target probe.Target, o Options, p path, out Outcome) Outcome {
+func checkNoAnswer(ctx context.Context, pr Requester, target probe.Destination, o Options, p path, out Outcome) Outcome {
 	want, what := probe.Timeout, "dropped (Local policy, no local endpoints)"
 	if p.reject {
 		want, what = probe.Refused, "refused (no endpoints)"

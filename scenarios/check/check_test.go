@@ -11,11 +11,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"kpbench.dev/kpbench/cluster/testbed"
 	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/internal/upstream/upstreamtest"
 	"kpbench.dev/kpbench/lab"
-	"kpbench.dev/kpbench/lab/manifest"
-	"kpbench.dev/kpbench/testbed"
+	"kpbench.dev/kpbench/manifest"
 )
 
 const deployment = `apiVersion: apps/v1

@@ -22,7 +22,7 @@ type lateEndpoints struct {
 	n    int
 }
 
-func (l *lateEndpoints) Request(context.Context, probe.Target, probe.Options) probe.Result {
+func (l *lateEndpoints) Request(context.Context, probe.Destination, probe.Options) probe.Result {
 	pods := l.pods
 	if l.n < l.late {
 		pods = pods[:1]
@@ -48,7 +48,7 @@ func TestConvergeSkipsTheProxysLateEndpoints(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &lateEndpoints{pods: []string{"a", "b", "c"}, late: tt.late}
 			expected := map[string]bool{"a": true, "b": true, "c": true}
-			target := probe.Target{Addr: netip.MustParseAddrPort("10.96.0.1:80"), Protocol: "TCP"}
+			target := probe.Destination{Addr: netip.MustParseAddrPort("10.96.0.1:80"), Protocol: "TCP"}
 			evidence := converge(context.Background(), r, target, expected, probe.Options{})
 			assert.Equal(t, tt.wantSent, r.n, "probes sent")
 			assert.Equal(t, tt.wantWarmup, evidence != "", evidence)
@@ -63,7 +63,7 @@ func TestConvergeSkipsTheProxysLateEndpoints(t *testing.T) {
 // probes counted from the first answer, 24 of them before the last two endpoints were
 // programmed, fail the uniformity test; the 60 after converge pass it.
 func TestLateEndpointsSkewTheCountWithoutConverge(t *testing.T) {
-	target := probe.Target{Addr: netip.MustParseAddrPort("10.96.0.1:80"), Protocol: "TCP"}
+	target := probe.Destination{Addr: netip.MustParseAddrPort("10.96.0.1:80"), Protocol: "TCP"}
 	counts := func(r *lateEndpoints) []int {
 		tally := ProbeN(context.Background(), r, target, 60, probe.Options{}, 0)
 		return []int{tally.Pods["a"], tally.Pods["b"], tally.Pods["c"]}

@@ -35,13 +35,13 @@ const RefusalDeadline = 3 * time.Second
 
 // Requester sends one probe and reads its answer; the lab's *probe.Prober is one.
 type Requester interface {
-	Request(ctx context.Context, target probe.Target, opts probe.Options) probe.Result
+	Request(ctx context.Context, target probe.Destination, opts probe.Options) probe.Result
 }
 
 // ProbeN sends n probes (new connections, or datagrams from new ports unless
 // opts.SourcePort fixes one) to target, interval apart, and tallies the outcomes. A ctx
 // that ends stops it early (N counts what was sent).
-func ProbeN(ctx context.Context, pr Requester, target probe.Target, n int, opts probe.Options, interval time.Duration) Tally {
+func ProbeN(ctx context.Context, pr Requester, target probe.Destination, n int, opts probe.Options, interval time.Duration) Tally {
 	t := Tally{Classes: map[probe.ErrClass]int{}, Pods: map[string]int{}, Clients: map[netip.Addr]int{}}
 	for i := range n {
 		if i > 0 && interval > 0 {

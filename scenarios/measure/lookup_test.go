@@ -27,11 +27,11 @@ type clockProber struct {
 	noDial   bool
 }
 
-func (p *clockProber) Request(context.Context, probe.Target, probe.Options) probe.Result {
+func (p *clockProber) Request(context.Context, probe.Destination, probe.Options) probe.Result {
 	return probe.Result{Err: errors.New("not scripted")}
 }
 
-func (p *clockProber) Connect(context.Context, probe.Target, probe.Options) probe.Result {
+func (p *clockProber) Connect(context.Context, probe.Destination, probe.Options) probe.Result {
 	p.connects++
 	if p.connects == p.failAt {
 		return probe.Result{Err: errors.New("timeout")}
@@ -40,7 +40,7 @@ func (p *clockProber) Connect(context.Context, probe.Target, probe.Options) prob
 	return probe.Result{Connect: d, Total: d}
 }
 
-func (p *clockProber) Dial(context.Context, probe.Target, probe.Options) (Conn, error) {
+func (p *clockProber) Dial(context.Context, probe.Destination, probe.Options) (Conn, error) {
 	if p.noDial {
 		return nil, ErrNotAvailable
 	}
@@ -96,6 +96,6 @@ func TestLookupInterleavesTheControl(t *testing.T) {
 // alwaysFail fails every connect.
 type alwaysFail struct{ *clockProber }
 
-func (a *alwaysFail) Connect(context.Context, probe.Target, probe.Options) probe.Result {
+func (a *alwaysFail) Connect(context.Context, probe.Destination, probe.Options) probe.Result {
 	return probe.Result{Err: errors.New("timeout")}
 }

@@ -52,11 +52,11 @@ type Proxy interface {
 type Prober interface {
 	// Request opens a new connection (or sends a datagram), sends one request and reads
 	// the answer.
-	Request(ctx context.Context, target probe.Target, opts probe.Options) probe.Result
+	Request(ctx context.Context, target probe.Destination, opts probe.Options) probe.Result
 	// Connect opens a new connection and times its handshake.
-	Connect(ctx context.Context, target probe.Target, opts probe.Options) probe.Result
+	Connect(ctx context.Context, target probe.Destination, opts probe.Options) probe.Result
 	// Dial opens a connection kept for several requests.
-	Dial(ctx context.Context, target probe.Target, opts probe.Options) (Conn, error)
+	Dial(ctx context.Context, target probe.Destination, opts probe.Options) (Conn, error)
 }
 
 // Conn is one established connection of a Prober.
@@ -285,7 +285,7 @@ func Lookup(ctx context.Context, pr Prober, from string, targets map[string]neti
 	}
 	slices.Sort(positions)
 	last := targets[positions[len(positions)-1]]
-	conn, err := pr.Dial(ctx, probe.Target{Addr: last, Protocol: lab.TCP}, probe.Options{Timeout: 2 * time.Second})
+	conn, err := pr.Dial(ctx, probe.Destination{Addr: last, Protocol: lab.TCP}, probe.Options{Timeout: 2 * time.Second})
 	switch {
 	case errors.Is(err, ErrNotAvailable):
 		conn = nil // no kept connection from this prober: no control
@@ -304,7 +304,7 @@ func Lookup(ctx context.Context, pr Prober, from string, targets map[string]neti
 		clear(round)
 		ok := true
 		for _, pos := range positions {
-			res := pr.Connect(ctx, probe.Target{Addr: targets[pos], Protocol: lab.TCP}, probe.Options{Timeout: 2 * time.Second})
+			res := pr.Connect(ctx, probe.Destination{Addr: targets[pos], Protocol: lab.TCP}, probe.Options{Timeout: 2 * time.Second})
 			if res.Err != nil {
 				failures++
 				if failures > samples/10+3 {
@@ -359,7 +359,7 @@ func Distribution(ctx context.Context, pr Prober, target netip.AddrPort, proto l
 	counts := make([]int, len(expected))
 	var failed, strays int
 	for range n {
-		res := pr.Request(ctx, probe.Target{Addr: target, Protocol: proto}, probe.Options{Timeout: 2 * time.Second})
+		res := pr.Request(ctx, probe.Destination{Addr: target, Protocol: proto}, probe.Options{Timeout: 2 * time.Second})
 		if res.Err != nil {
 			failed++
 			continue

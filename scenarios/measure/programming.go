@@ -475,7 +475,7 @@ func RunChurnProber(ctx context.Context, pr Prober, log *ChangeLog, o ChurnProbe
 				}
 				if target, ok := log.Target(svc); ok {
 					start := time.Now()
-					res := pr.Request(ctx, probe.Target{Addr: target, Protocol: lab.TCP}, probe.Options{Timeout: o.Timeout})
+					res := pr.Request(ctx, probe.Destination{Addr: target, Protocol: lab.TCP}, probe.Options{Timeout: o.Timeout})
 					if ctx.Err() != nil {
 						return
 					}

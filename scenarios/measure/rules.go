@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"kpbench.dev/kpbench/backends/all"
-	"kpbench.dev/kpbench/testbed"
+	"kpbench.dev/kpbench/cluster/testbed"
 )
 
 // KernelRules counts what a backend left in node 0's kernel, as the backend's facts say

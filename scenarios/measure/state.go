@@ -10,8 +10,8 @@ import (
 
 	"kpbench.dev/kpbench/backends/all"
 	"kpbench.dev/kpbench/backends/kubeproxy"
+	"kpbench.dev/kpbench/cluster/testbed"
 	"kpbench.dev/kpbench/internal/netns"
-	"kpbench.dev/kpbench/testbed"
 )
 
 // stateCommands are what WriteNodeState runs in each node's namespace for backend, as

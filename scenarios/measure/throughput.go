@@ -32,7 +32,7 @@ type ThroughputSource struct {
 	NSPath string
 	// Target is the Service address this host uses: the ClusterIP from pods and nodes, a
 	// node port from external clients.
-	Target probe.Target
+	Target probe.Destination
 }
 
 // ThroughputOptions shape a throughput measurement. Zero values take probe.Load's
@@ -181,7 +181,7 @@ func Throughput(ctx context.Context, sources []ThroughputSource, opts Throughput
 	var wg sync.WaitGroup
 	for i, s := range sources {
 		wg.Go(func() {
-			results[i], errs[i] = probe.Load(ctx, s.NSPath, probe.LoadSpec{Target: s.Target, Mode: opts.Mode,
+			results[i], errs[i] = probe.Load(ctx, s.NSPath, probe.LoadSpec{Destination: s.Target, Mode: opts.Mode,
 				Workers: opts.Workers, Duration: opts.Duration, MaxOps: opts.MaxOps})
 		})
 	}
