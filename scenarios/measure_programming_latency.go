@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/reports"
 	"kpbench.dev/kpbench/scenarios/measure"
 )
@@ -102,7 +103,7 @@ func (p *ProgrammingLatencyParams) Measure(ctx context.Context, s *Session) ([]r
 	if s.churn != nil && s.churn.log != nil {
 		return s.churn.analyze().LatencyMeasurements(s.Labels()), nil
 	}
-	var proxies []measure.Proxy
+	var proxies []cluster.Proxy
 	for _, px := range s.Cluster.Proxies() {
 		proxies = append(proxies, px)
 	}

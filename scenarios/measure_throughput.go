@@ -151,11 +151,11 @@ func (p *ThroughputParams) Measure(ctx context.Context, s *Session) ([]reports.M
 		if err != nil {
 			return nil, fmt.Errorf("throughput: params.from: %w", err)
 		}
-		target := Target{Service: synth.Namespace + "/" + synth.Name(throughputIndex)}
+		target := Destination{Service: synth.Namespace + "/" + synth.Name(throughputIndex)}
 		if h.Kind == lab.KindClient {
 			target.Address = AddressNodePort
 		}
-		ap, _, err := resolveTarget(s.Cluster, target)
+		ap, _, err := resolveDestination(s.Cluster, target)
 		if err != nil {
 			return nil, fmt.Errorf("throughput: %w", err)
 		}

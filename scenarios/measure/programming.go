@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"kpbench.dev/kpbench/backends/agent"
+	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/probe"
 	"kpbench.dev/kpbench/reports"
@@ -434,7 +435,7 @@ type ChurnProberOptions struct {
 // then until every change of log is seen or past its deadline (or ctx ends). Each worker
 // picks, in turn, a Service whose change is pending (mostly), one changed recently, or a
 // random live one, sends one TCP request to its address and records the outcome in log.
-func RunChurnProber(ctx context.Context, pr Prober, log *ChangeLog, o ChurnProberOptions, stop <-chan struct{}) {
+func RunChurnProber(ctx context.Context, pr cluster.Prober, log *ChangeLog, o ChurnProberOptions, stop <-chan struct{}) {
 	if o.Recent == 0 {
 		o.Recent = 3 * time.Second
 	}
