@@ -18,10 +18,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"kpbench.dev/kpbench/backends/kubeproxy"
+	"kpbench.dev/kpbench/cluster/kube"
 	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/internal/upstream"
 	"kpbench.dev/kpbench/kubestack"
-	"kpbench.dev/kpbench/cluster/kube"
 	"kpbench.dev/kpbench/reports"
 )
 
