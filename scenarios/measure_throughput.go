@@ -159,7 +159,7 @@ func (p *ThroughputParams) Measure(ctx context.Context, s *Session) ([]reports.M
 		if err != nil {
 			return nil, fmt.Errorf("throughput: %w", err)
 		}
-		sources = append(sources, measure.ThroughputSource{Host: h.Name, NSPath: h.NetNSPath, Target: probe.Destination{Addr: ap, Protocol: lab.TCP}})
+		sources = append(sources, measure.ThroughputSource{Host: h.Name, NSPath: h.NetNSPath, Destination: probe.Destination{Addr: ap, Protocol: lab.TCP}})
 	}
 	labels["endpoints"] = strconv.Itoa(p.Endpoints)
 	modes := []probe.LoadMode{probe.LoadMode(p.Kind)}

@@ -134,8 +134,8 @@ func (l *ChangeLog) Record(c Change, target netip.AddrPort) {
 	l.versions[c.Service] = append(l.versions[c.Service], version{change: len(l.changes) - 1, trigger: c.Trigger, rv: c.RV, pods: slices.Clone(c.Pods)})
 }
 
-// Target returns a Service's address.
-func (l *ChangeLog) Target(service string) (netip.AddrPort, bool) {
+// Destination returns a Service's address (where the churn prober sends).
+func (l *ChangeLog) Destination(service string) (netip.AddrPort, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t, ok := l.targets[service]
@@ -474,7 +474,7 @@ func RunChurnProber(ctx context.Context, pr cluster.Prober, log *ChangeLog, o Ch
 						svc, _ = o.Random(rng)
 					}
 				}
-				if target, ok := log.Target(svc); ok {
+				if target, ok := log.Destination(svc); ok {
 					start := time.Now()
 					res := pr.Request(ctx, probe.Destination{Addr: target, Protocol: lab.TCP}, probe.Options{Timeout: o.Timeout})
 					if ctx.Err() != nil {
