@@ -16,6 +16,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/manifest"
 	"kpbench.dev/kpbench/scenarios/measure"
@@ -38,7 +39,7 @@ const churnDeleteLag = 2 * time.Second
 // programming-latency and churn measurements).
 type churnRun struct {
 	log        *measure.ChangeLog // nil without a prober
-	proxy      Proxy              // the probing node's
+	proxy      cluster.Proxy      // the probing node's
 	start, end time.Time          // the churn's changes (end: the prober's tail included)
 	target     float64            // changes per second asked
 	achieved   float64            // changes per second made

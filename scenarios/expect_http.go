@@ -21,7 +21,7 @@ func (e *ExpectStep) probeHTTP(ctx context.Context, s *Session) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	addr, err := healthTarget(s.Cluster, e.To)
+	addr, err := healthDestination(s.Cluster, e.To)
 	if err != nil {
 		return "", err
 	}

@@ -210,7 +210,7 @@ func (p *DistributionParams) Measure(ctx context.Context, s *Session) ([]reports
 	if err := s.applySynthService(ctx, distributionIndex, t); err != nil {
 		return nil, fmt.Errorf("distribution: %w", err)
 	}
-	target, sp, err := resolveTarget(s.Cluster, Target{Service: synth.Namespace + "/" + synth.Name(distributionIndex)})
+	target, sp, err := resolveDestination(s.Cluster, Destination{Service: synth.Namespace + "/" + synth.Name(distributionIndex)})
 	if err != nil {
 		return nil, err
 	}

@@ -103,7 +103,7 @@ func (p *FirstPacketParams) Measure(ctx context.Context, s *Session) ([]reports.
 	targets := map[string]netip.AddrPort{}
 	index, label := map[string]int{}, map[string]string{}
 	for j, i := range ranks(n, p.Positions) {
-		ap, _, err := resolveTarget(s.Cluster, Target{Service: synth.Namespace + "/" + synth.Name(i)})
+		ap, _, err := resolveDestination(s.Cluster, Destination{Service: synth.Namespace + "/" + synth.Name(i)})
 		if err != nil {
 			return nil, err
 		}

@@ -76,7 +76,7 @@ func (p *LookupParams) Measure(ctx context.Context, s *Session) ([]reports.Measu
 	}
 	targets := map[string]netip.AddrPort{}
 	for pos, i := range map[string]int{"first": 0, "middle": n / 2, "last": n - 1} {
-		ap, _, err := resolveTarget(s.Cluster, Target{Service: synth.Namespace + "/" + synth.Name(i)})
+		ap, _, err := resolveDestination(s.Cluster, Destination{Service: synth.Namespace + "/" + synth.Name(i)})
 		if err != nil {
 			return nil, err
 		}

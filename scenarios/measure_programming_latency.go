@@ -102,11 +102,7 @@ func (p *ProgrammingLatencyParams) Measure(ctx context.Context, s *Session) ([]r
 	if s.churn != nil && s.churn.log != nil {
 		return s.churn.analyze().LatencyMeasurements(s.Labels()), nil
 	}
-	var proxies []measure.Proxy
-	for _, px := range s.Cluster.Proxies() {
-		proxies = append(proxies, px)
-	}
-	m := measure.ProgrammingLatency(proxies, s.Labels())
+	m := measure.ProgrammingLatency(s.Cluster.Proxies(), s.Labels())
 	if len(m.Samples) == 0 {
 		return nil, fmt.Errorf("programming-latency: no change with a trigger time reached a proxy so far")
 	}

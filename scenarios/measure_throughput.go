@@ -151,15 +151,15 @@ func (p *ThroughputParams) Measure(ctx context.Context, s *Session) ([]reports.M
 		if err != nil {
 			return nil, fmt.Errorf("throughput: params.from: %w", err)
 		}
-		target := Target{Service: synth.Namespace + "/" + synth.Name(throughputIndex)}
+		target := Destination{Service: synth.Namespace + "/" + synth.Name(throughputIndex)}
 		if h.Kind == lab.KindClient {
 			target.Address = AddressNodePort
 		}
-		ap, _, err := resolveTarget(s.Cluster, target)
+		ap, _, err := resolveDestination(s.Cluster, target)
 		if err != nil {
 			return nil, fmt.Errorf("throughput: %w", err)
 		}
-		sources = append(sources, measure.ThroughputSource{Host: h.Name, NSPath: h.NetNSPath, Target: probe.Destination{Addr: ap, Protocol: lab.TCP}})
+		sources = append(sources, measure.ThroughputSource{Host: h.Name, NSPath: h.NetNSPath, Destination: probe.Destination{Addr: ap, Protocol: lab.TCP}})
 	}
 	labels["endpoints"] = strconv.Itoa(p.Endpoints)
 	modes := []probe.LoadMode{probe.LoadMode(p.Kind)}

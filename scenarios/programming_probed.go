@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/probe"
 	"kpbench.dev/kpbench/reports"
@@ -38,12 +39,12 @@ func (p *ProgrammingLatencyParams) measureProbed(ctx context.Context, s *Session
 	if err := s.applySynthService(ctx, programmingIndex, tmpl); err != nil {
 		return nil, fmt.Errorf("programming-latency: its Service: %w", err)
 	}
-	target, _, err := resolveTarget(s.Cluster, Target{Service: synth.Namespace + "/" + synth.Name(programmingIndex)})
+	target, _, err := resolveDestination(s.Cluster, Destination{Service: synth.Namespace + "/" + synth.Name(programmingIndex)})
 	if err != nil {
 		return nil, fmt.Errorf("programming-latency: %w", err)
 	}
 	nodes := s.Cluster.Hosts(lab.KindNode)
-	probers := make([]Prober, len(nodes))
+	probers := make([]cluster.Prober, len(nodes))
 	for i, n := range nodes {
 		if probers[i], err = s.Cluster.Prober(s.Cluster.ProbeHost(n.Name)); err != nil {
 			return nil, fmt.Errorf("programming-latency: prober of %s: %w", n.Name, err)
@@ -88,7 +89,7 @@ func (p *ProgrammingLatencyParams) measureProbed(ctx context.Context, s *Session
 
 // firstAnswerFrom probes target every programmingPollInterval until pod answers, and
 // returns the time from since to the end of that probe; it gives up after timeout.
-func firstAnswerFrom(ctx context.Context, pr Prober, target probe.Destination, pod string, since time.Time, timeout time.Duration) (time.Duration, error) {
+func firstAnswerFrom(ctx context.Context, pr cluster.Prober, target probe.Destination, pod string, since time.Time, timeout time.Duration) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(programmingPollInterval)

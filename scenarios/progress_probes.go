@@ -4,15 +4,15 @@ import (
 	"context"
 	"sync/atomic"
 
+	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/lab/probe"
-	"kpbench.dev/kpbench/scenarios/measure"
 )
 
 // countingProber passes every probe to its Prober and reports the probes sent to the
 // session's progress, at most about a hundred times per measurement (a progress update
 // is terminal output between two timed probes: kept rare).
 type countingProber struct {
-	Prober
+	cluster.Prober
 	advance func(done, total int)
 	total   int
 	every   int64
@@ -20,7 +20,7 @@ type countingProber struct {
 }
 
 // probeProgress wraps pr so that the running step shows probes sent of total.
-func probeProgress(s *Session, pr Prober, total int) *countingProber {
+func probeProgress(s *Session, pr cluster.Prober, total int) *countingProber {
 	return &countingProber{Prober: pr, advance: s.Advance, total: total, every: int64(max(1, total/100))}
 }
 
@@ -44,7 +44,7 @@ func (c *countingProber) Connect(ctx context.Context, target probe.Destination, 
 }
 
 // Dial opens a kept connection whose requests are counted.
-func (c *countingProber) Dial(ctx context.Context, target probe.Destination, opts probe.Options) (measure.Conn, error) {
+func (c *countingProber) Dial(ctx context.Context, target probe.Destination, opts probe.Options) (cluster.Conn, error) {
 	conn, err := c.Prober.Dial(ctx, target, opts)
 	if err != nil {
 		return nil, err
@@ -54,7 +54,7 @@ func (c *countingProber) Dial(ctx context.Context, target probe.Destination, opt
 
 // countingConn counts the requests of a kept connection.
 type countingConn struct {
-	measure.Conn
+	cluster.Conn
 	sent func()
 }
 

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/lab/probe"
-	"kpbench.dev/kpbench/scenarios/measure"
 )
 
 // lineWriter hands every Write to a channel, so that a test waits for a line instead of
@@ -154,7 +154,7 @@ func (nopProber) Request(context.Context, probe.Destination, probe.Options) prob
 func (nopProber) Connect(context.Context, probe.Destination, probe.Options) probe.Result {
 	return probe.Result{}
 }
-func (nopProber) Dial(context.Context, probe.Destination, probe.Options) (measure.Conn, error) {
+func (nopProber) Dial(context.Context, probe.Destination, probe.Options) (cluster.Conn, error) {
 	return nopConn{}, nil
 }
 func (nopProber) DialContext(context.Context, string, string) (net.Conn, error) {

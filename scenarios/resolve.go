@@ -13,15 +13,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/manifest"
 )
 
-// Resolving what scenario files name (hosts, pods, targets) against a running cluster.
+// Resolving what scenario files name (hosts, pods, destinations) against a running cluster.
 
 // resolveHost turns "client-0", "node-1", "probe-node-0", "pod:NAME" or "pod:NS/NAME"
 // into a host.
-func resolveHost(c Cluster, from string) (lab.Host, error) {
+func resolveHost(c cluster.Cluster, from string) (lab.Host, error) {
 	if rest, ok := strings.CutPrefix(from, "pod:"); ok {
 		ns, name := splitName(rest)
 		pod, err := resolvePod(c, ns, name)
@@ -44,7 +45,7 @@ func resolveHost(c Cluster, from string) (lab.Host, error) {
 // resolveSender resolves a step's host as resolveHost does, and a client (client-N) to
 // the host that sends its traffic to targetNode on this cluster (Hosts.ClientFor), with
 // the note that says so for the evidence.
-func resolveSender(c Cluster, from, targetNode string) (lab.Host, string, error) {
+func resolveSender(c cluster.Cluster, from, targetNode string) (lab.Host, string, error) {
 	h, err := resolveHost(c, from)
 	if err != nil || h.Kind != lab.KindClient {
 		return h, "", err
@@ -54,7 +55,7 @@ func resolveSender(c Cluster, from, targetNode string) (lab.Host, string, error)
 
 // resolvePod finds a pod by its name, or by "<deployment>-<ordinal>": the ordinal-th pod
 // of a Deployment in creation order (Deployment pods have generated names).
-func resolvePod(c Cluster, ns, name string) (string, error) {
+func resolvePod(c cluster.Cluster, ns, name string) (string, error) {
 	pods := c.Pods()
 	for _, p := range pods {
 		if p.Namespace == ns && p.Name == name {
@@ -94,18 +95,18 @@ func sortByCreation(pods []*corev1.Pod, names []string) {
 	})
 }
 
-// resolveTarget returns the address of a target and the service port behind it (nil for
+// resolveDestination returns the address of a destination and the service port behind it (nil for
 // a literal address).
-func resolveTarget(c Cluster, t Target) (netip.AddrPort, *backends.ServicePort, error) {
-	if t.IPPort != "" {
-		ap, err := netip.ParseAddrPort(t.IPPort)
+func resolveDestination(c cluster.Cluster, d Destination) (netip.AddrPort, *backends.ServicePort, error) {
+	if d.IPPort != "" {
+		ap, err := netip.ParseAddrPort(d.IPPort)
 		return ap, nil, err
 	}
-	ns, name := splitName(t.Service)
+	ns, name := splitName(d.Service)
 	view := backends.BuildState(backends.NodeView{}, backends.ViewOptions{}, c.Services(), c.EndpointSlices())
 	var sp *backends.ServicePort
 	for _, p := range view.Services {
-		if p.Name.Namespace == ns && p.Name.Name == name && (t.Port == "" || p.Name.Port == t.Port) {
+		if p.Name.Namespace == ns && p.Name.Name == name && (d.Port == "" || p.Name.Port == d.Port) {
 			sp = p
 			break
 		}
@@ -113,19 +114,19 @@ func resolveTarget(c Cluster, t Target) (netip.AddrPort, *backends.ServicePort, 
 	if sp == nil {
 		// A Service the proxy ignores (labelled service.kubernetes.io/service-proxy-name)
 		// still has a ClusterIP to probe: the probe shows that nothing handles it.
-		if ap, ok := unproxiedClusterIP(c, ns, name, t); ok {
+		if ap, ok := unproxiedClusterIP(c, ns, name, d); ok {
 			return ap, nil, nil
 		}
-		return netip.AddrPort{}, nil, fmt.Errorf("no proxied service port %s/%s %s (headless and ExternalName Services have none)", ns, name, t.Port)
+		return netip.AddrPort{}, nil, fmt.Errorf("no proxied service port %s/%s %s (headless and ExternalName Services have none)", ns, name, d.Port)
 	}
-	switch t.Address {
+	switch d.Address {
 	case "", AddressClusterIP:
 		return netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port)), sp, nil
 	case AddressNodePort:
 		if sp.NodePort == 0 {
 			return netip.AddrPort{}, sp, fmt.Errorf("service %s/%s has no node port", ns, name)
 		}
-		node := t.Node
+		node := d.Node
 		if node == "" {
 			node = lab.NodeName(0)
 		}
@@ -136,21 +137,21 @@ func resolveTarget(c Cluster, t Target) (netip.AddrPort, *backends.ServicePort, 
 		return netip.AddrPortFrom(h.IP, uint16(sp.NodePort)), sp, nil
 	case AddressLoadBalancer, AddressExternalIP:
 		ips := sp.LoadBalancerIPs
-		if t.Address == AddressExternalIP {
+		if d.Address == AddressExternalIP {
 			ips = sp.ExternalIPs
 		}
 		if len(ips) == 0 {
-			return netip.AddrPort{}, sp, fmt.Errorf("service %s/%s has no %s address", ns, name, t.Address)
+			return netip.AddrPort{}, sp, fmt.Errorf("service %s/%s has no %s address", ns, name, d.Address)
 		}
 		return netip.AddrPortFrom(ips[0], uint16(sp.Port)), sp, nil
 	}
-	return netip.AddrPort{}, sp, fmt.Errorf("unknown address kind %q", t.Address)
+	return netip.AddrPort{}, sp, fmt.Errorf("unknown address kind %q", d.Address)
 }
 
 // unproxiedClusterIP returns the ClusterIP:port of a Service the proxy does not handle
 // (kept out by a label), for a clusterIP target.
-func unproxiedClusterIP(c Cluster, ns, name string, t Target) (netip.AddrPort, bool) {
-	if t.Address != "" && t.Address != AddressClusterIP {
+func unproxiedClusterIP(c cluster.Cluster, ns, name string, d Destination) (netip.AddrPort, bool) {
+	if d.Address != "" && d.Address != AddressClusterIP {
 		return netip.AddrPort{}, false
 	}
 	for _, svc := range c.Services() {
@@ -162,7 +163,7 @@ func unproxiedClusterIP(c Cluster, ns, name string, t Target) (netip.AddrPort, b
 			return netip.AddrPort{}, false
 		}
 		for _, p := range svc.Spec.Ports {
-			if t.Port == "" || p.Name == t.Port {
+			if d.Port == "" || p.Name == d.Port {
 				return netip.AddrPortFrom(ip, uint16(p.Port)), true
 			}
 		}
@@ -172,7 +173,7 @@ func unproxiedClusterIP(c Cluster, ns, name string, t Target) (netip.AddrPort, b
 
 // readyPods returns the pod names of the endpoints traffic may use (ready, else serving
 // and terminating), sorted.
-func readyPods(c Cluster, sp *backends.ServicePort) []string {
+func readyPods(c cluster.Cluster, sp *backends.ServicePort) []string {
 	byIP := podNames(c)
 	var out []string
 	for _, ep := range backends.CategorizeEndpoints(sp).Cluster {
@@ -183,7 +184,7 @@ func readyPods(c Cluster, sp *backends.ServicePort) []string {
 }
 
 // podNames maps every pod host's address to its name.
-func podNames(c Cluster) map[netip.Addr]string {
+func podNames(c cluster.Cluster) map[netip.Addr]string {
 	byIP := map[netip.Addr]string{}
 	for _, h := range c.Hosts(lab.KindPod) {
 		byIP[h.IP] = h.Name
@@ -191,13 +192,13 @@ func podNames(c Cluster) map[netip.Addr]string {
 	return byIP
 }
 
-// healthTarget returns the address of an httpStatus target: a node's address with the
+// healthDestination returns the address of an httpStatus destination: a node's address with the
 // Service's health-check node port, or a literal ip:port.
-func healthTarget(c Cluster, t Target) (netip.AddrPort, error) {
-	if t.IPPort != "" {
-		return netip.ParseAddrPort(t.IPPort)
+func healthDestination(c cluster.Cluster, d Destination) (netip.AddrPort, error) {
+	if d.IPPort != "" {
+		return netip.ParseAddrPort(d.IPPort)
 	}
-	ns, name := splitName(t.Service)
+	ns, name := splitName(d.Service)
 	o, err := c.Get(manifest.KindService, ns, name)
 	if err != nil {
 		return netip.AddrPort{}, err
@@ -206,7 +207,7 @@ func healthTarget(c Cluster, t Target) (netip.AddrPort, error) {
 	if !ok || svc.Spec.HealthCheckNodePort == 0 {
 		return netip.AddrPort{}, fmt.Errorf("service %s/%s has no health-check node port", ns, name)
 	}
-	node := t.Node
+	node := d.Node
 	if node == "" {
 		node = lab.NodeName(0)
 	}

@@ -16,12 +16,12 @@ import (
 	"time"
 
 	"kpbench.dev/kpbench/backends/all"
+	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/cluster/testbed"
 	"kpbench.dev/kpbench/internal/toolroot"
 	"kpbench.dev/kpbench/kubestack/controlplane"
 	"kpbench.dev/kpbench/manifest"
 	"kpbench.dev/kpbench/reports"
-	"kpbench.dev/kpbench/scenarios/measure"
 )
 
 // RunOptions say how to run a scenario.
@@ -58,33 +58,57 @@ type RunOptions struct {
 	// pass on a fresh lab, its measurements labelled with their round
 	// (reports.RoundParam), for the A/B gate (0 or 1: once, no label; see DefaultRounds).
 	Rounds int
-	// Target, when set, is the cluster the scenario runs against instead of a lab built
-	// here (a real cluster reached through a kubeconfig): Backends are not used, the
-	// results carry Target.Name() as the backend.
-	Target ClusterTarget
+	// Opener opens the cluster under test of each pass. Nil: the lab, a fresh testbed
+	// per pass built here for the pass's backend. A cluster that kpbench did not build (a
+	// kubeconfig's) is run once under its Opener's name in place of a backend: Backends,
+	// Facts, Tools and Rounds are not used then.
+	Opener Opener
 	// Environment, when set, is the results' environment, collected by the caller:
 	// conform runs a scenario per case on the same machine and tools, and collects it
 	// (and reads the tools' versions, which chroots into a tool root) once. Unset: Run
-	// collects it and records Tools.
+	// collects it and, in the lab, records Tools.
 	Environment *reports.Environment
 }
 
-// ClusterTarget opens a cluster that kpbench did not build, once per scenario.
-type ClusterTarget interface {
-	// Name is what the results call the target (in place of a backend name).
+// Opener opens the cluster under test of each pass of a run: the lab's (the default)
+// builds a testbed per pass; a kubeconfig's opens a namespace of the scenario's own in a
+// cluster that kpbench did not build (cmd/kpbench). The opener belongs to the engine (its
+// Open takes the scenario); the clusters it opens know nothing of the engine.
+type Opener interface {
+	// Name names the cluster in the results in place of a backend, for a cluster that
+	// kpbench did not build: the run makes one pass under that name. "" for the lab,
+	// whose passes are its backends, round after round.
 	Name() string
-	// Open prepares the cluster for sc; closer removes whatever the run made there
-	// (also after a failure).
-	Open(ctx context.Context, sc *Scenario) (c Cluster, closer func(context.Context) error, err error)
-	// Environment adds what is known of the cluster (server version, nodes, proxy
-	// mode) to the results' environment.
-	Environment(ctx context.Context, env *reports.Environment)
+	// Open opens the cluster for one pass of sc on backend (the pass's name); close
+	// removes whatever the pass made there, and is called also after a failure.
+	Open(ctx context.Context, sc *Scenario, backend string) (c cluster.Cluster, close func(context.Context) error, err error)
 }
 
-// ErrNotAvailable marks what a cluster cannot do (kernel rules of a real cluster's nodes,
-// setting pod conditions the kubelet owns): the step is not checked there, neither
-// passed nor failed.
-var ErrNotAvailable = measure.ErrNotAvailable
+// labOpener builds the lab: a fresh testbed per pass with the scenario's topology and
+// proxy configuration (TestbedOptions), the pass's backend and the run's tools.
+type labOpener struct {
+	tools    toolroot.Root
+	progress Progress
+}
+
+// Name is "": the lab's passes are named by their backends.
+func (labOpener) Name() string { return "" }
+
+// Open builds the testbed and waits for every node's first sync; closing it removes the
+// lab and every rule.
+func (l labOpener) Open(ctx context.Context, sc *Scenario, backend string) (cluster.Cluster, func(context.Context) error, error) {
+	opts, err := sc.TestbedOptions(backend, "run"+randomHex(5))
+	if err != nil {
+		return nil, nil, err
+	}
+	opts.Settings.ToolRoot = l.tools.ChrootDir()
+	l.progress.Note(backend, fmt.Sprintf("building lab: %d nodes, %d clients", opts.Lab.Nodes, opts.Lab.Clients))
+	tb, err := testbed.Start(ctx, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tb, tb.Stop, nil
+}
 
 // ModeBackend maps a KubeProxyConfiguration mode to the backend that implements it
 // (backends/all.ForMode); a mode no backend implements is returned as it is, for the
@@ -101,9 +125,56 @@ func ModeBackend(mode string) string {
 // be built, a backend that cannot sync); a failed expectation is a failed case, not an
 // error.
 func Run(ctx context.Context, sc *Scenario, o RunOptions) (*reports.Results, error) {
-	if o.Target != nil {
-		return runTarget(ctx, sc, o)
+	if o.Progress == nil {
+		o.Progress = LineProgress{}
 	}
+	op := o.Opener
+	if op == nil {
+		op = labOpener{tools: o.Tools, progress: o.Progress}
+	}
+	var ps []pass
+	if name := op.Name(); name != "" {
+		ps = []pass{{backend: name, round: -1}}
+	} else {
+		var err error
+		if ps, err = labPasses(sc, &o); err != nil {
+			return nil, err
+		}
+	}
+	reg := sc.registry
+	if reg == nil {
+		reg = DefaultRegistry()
+	}
+	res := &reports.Results{SchemaVersion: reports.SchemaVersion, Scenario: sc.Name, Started: time.Now()}
+	if o.Environment != nil {
+		res.Environment = *o.Environment
+	} else {
+		res.Environment = reports.CollectEnvironment(ctx)
+		if op.Name() == "" {
+			if err := RecordTools(ctx, &res.Environment, o.Tools); err != nil {
+				o.Progress.Note("", err.Error())
+			}
+		}
+	}
+	var errs []error
+	for _, p := range ps {
+		b := p.backend
+		s := &Session{Scenario: sc, Backend: b, opts: p.options(o), registry: reg, results: res}
+		if err := s.run(ctx, op); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", b, err))
+			res.Cases = append(res.Cases, reports.Case{Name: sc.Name, Backend: b, Result: reports.CaseFail, Reason: err.Error()})
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	res.Finished = time.Now()
+	return res, errors.Join(errs...)
+}
+
+// labPasses checks the lab's backends (default: the scenario's proxy mode's) and the
+// scenario against them (ValidateFor), before any lab exists, and orders their passes.
+func labPasses(sc *Scenario, o *RunOptions) ([]pass, error) {
 	if len(o.Backends) == 0 {
 		o.Backends = []string{ModeBackend(sc.ProxyConfig.Mode)}
 	}
@@ -118,91 +189,7 @@ func Run(ctx context.Context, sc *Scenario, o RunOptions) (*reports.Results, err
 	if err := sc.ValidateFor(ValidationOptions{Backends: o.Backends, Facts: o.Facts}); err != nil {
 		return nil, err
 	}
-	if o.Progress == nil {
-		o.Progress = LineProgress{}
-	}
-	reg := sc.registry
-	if reg == nil {
-		reg = DefaultRegistry()
-	}
-	res := &reports.Results{SchemaVersion: reports.SchemaVersion, Scenario: sc.Name, Started: time.Now()}
-	if o.Environment != nil {
-		res.Environment = *o.Environment
-	} else {
-		res.Environment = reports.CollectEnvironment(ctx)
-		if err := RecordTools(ctx, &res.Environment, o.Tools); err != nil {
-			o.Progress.Note("", err.Error())
-		}
-	}
-	var errs []error
-	for _, p := range passes(o.Backends, o.Rounds) {
-		b := p.backend
-		s := &Session{Scenario: sc, Backend: b, opts: p.options(o), registry: reg, results: res}
-		if err := s.run(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", b, err))
-			res.Cases = append(res.Cases, reports.Case{Name: sc.Name, Backend: b, Result: reports.CaseFail, Reason: err.Error()})
-			if ctx.Err() != nil {
-				break
-			}
-		}
-	}
-	res.Finished = time.Now()
-	return res, errors.Join(errs...)
-}
-
-// runTarget runs the scenario once against o.Target.
-func runTarget(ctx context.Context, sc *Scenario, o RunOptions) (*reports.Results, error) {
-	if o.Progress == nil {
-		o.Progress = LineProgress{}
-	}
-	reg := sc.registry
-	if reg == nil {
-		reg = DefaultRegistry()
-	}
-	name := o.Target.Name()
-	res := &reports.Results{
-		SchemaVersion: reports.SchemaVersion, Environment: reports.CollectEnvironment(ctx),
-		Scenario: sc.Name, Started: time.Now(),
-	}
-	s := &Session{Scenario: sc, Backend: name, opts: o, registry: reg, results: res}
-	err := s.runOnTarget(ctx)
-	if err != nil {
-		err = fmt.Errorf("%s: %w", name, err)
-		res.Cases = append(res.Cases, reports.Case{Name: sc.Name, Backend: name, Result: reports.CaseFail, Reason: err.Error()})
-	}
-	res.Finished = time.Now()
-	return res, err
-}
-
-// runOnTarget opens the target's cluster, applies the manifests and runs every step.
-func (s *Session) runOnTarget(ctx context.Context) (err error) {
-	start := time.Now()
-	c, closer, err := s.opts.Target.Open(ctx, s.Scenario)
-	if err != nil {
-		return err
-	}
-	s.Cluster = c
-	defer func() { err = errors.Join(err, closer(context.WithoutCancel(ctx))) }()
-	var objs []manifest.Object
-	for _, m := range s.Scenario.Manifests {
-		objs = append(objs, m.Objects...)
-	}
-	if len(objs) > 0 {
-		if err := c.Apply(ctx, manifest.RuntimeObjects(objs)...); err != nil {
-			return fmt.Errorf("apply manifests: %w", err)
-		}
-	}
-	if err := c.WaitSynced(ctx); err != nil {
-		return err
-	}
-	s.opts.Target.Environment(ctx, &s.results.Environment)
-	s.Logf("cluster ready and synced in %.1fs", time.Since(start).Seconds())
-	for i := range s.Scenario.Steps {
-		if err := s.runStep(ctx, i); err != nil {
-			return err
-		}
-	}
-	return nil
+	return passes(o.Backends, o.Rounds), nil
 }
 
 // Failed reports whether any case failed.
@@ -225,15 +212,12 @@ func (sc *Scenario) StepLabel(i int) string {
 	return fmt.Sprintf("step %d (%s)", i+1, st.Kind)
 }
 
-// run builds the lab, applies the manifests and runs every step.
-func (s *Session) run(ctx context.Context) (err error) {
+// run opens the pass's cluster, applies the manifests, waits until the proxies
+// programmed them and runs every step; the cluster is closed at the end, whatever
+// happened.
+func (s *Session) run(ctx context.Context, op Opener) (err error) {
 	sc := s.Scenario
-	opts, err := sc.TestbedOptions(s.Backend, "run"+randomHex(5))
-	if err != nil {
-		return err
-	}
-	opts.Settings.ToolRoot = s.opts.Tools.ChrootDir()
-	if f, _ := all.Lookup(s.Backend); opts.Settings.IPTablesWholeTableCache && f.Caps.WholeTableCache {
+	if f, _ := all.Lookup(s.Backend); sc.BackendOptions != nil && sc.BackendOptions.IPTables.WholeTableCache && f.Caps.WholeTableCache {
 		s.results.Label(s.Backend, LabelIPTablesCache, "whole-table")
 	}
 	for _, st := range sc.Steps {
@@ -242,14 +226,13 @@ func (s *Session) run(ctx context.Context) (err error) {
 		}
 	}
 	start := time.Now()
-	s.Logf("building lab: %d nodes, %d clients", opts.Lab.Nodes, opts.Lab.Clients)
-	tb, err := testbed.Start(ctx, opts)
+	c, closeCluster, err := op.Open(ctx, sc, s.Backend)
 	if err != nil {
 		return err
 	}
-	s.Cluster = TestbedCluster(tb)
+	s.Cluster = c
 	defer func() {
-		err = errors.Join(err, s.recordControlPlaneEnd(), s.writeMetrics(), tb.Stop(context.WithoutCancel(ctx)))
+		err = errors.Join(err, s.recordControlPlaneEnd(), s.writeMetrics(), closeCluster(context.WithoutCancel(ctx)))
 	}()
 	if err := s.recordControlPlane(); err != nil {
 		return err
@@ -259,14 +242,19 @@ func (s *Session) run(ctx context.Context) (err error) {
 		objs = append(objs, m.Objects...)
 	}
 	if len(objs) > 0 {
-		if err := s.Cluster.Apply(ctx, manifest.RuntimeObjects(objs)...); err != nil {
+		if err := c.Apply(ctx, manifest.RuntimeObjects(objs)...); err != nil {
 			return fmt.Errorf("apply manifests: %w", err)
 		}
 	}
-	if err := s.Cluster.WaitSynced(ctx); err != nil {
+	if err := c.WaitSynced(ctx); err != nil {
 		return err
 	}
-	s.Logf("lab up and synced in %.1fs", time.Since(start).Seconds())
+	if info := c.Info(ctx); info != nil {
+		s.results.Environment.Cluster = &reports.ClusterEnvironment{
+			ServerVersion: info.ServerVersion, Nodes: info.Nodes, ProxyMode: info.ProxyMode, ProxyModeNote: info.ProxyModeNote,
+		}
+	}
+	s.Logf("cluster up and synced in %.1fs", time.Since(start).Seconds())
 	for i := range sc.Steps {
 		if err := s.runStep(ctx, i); err != nil {
 			return err

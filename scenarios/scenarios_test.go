@@ -282,8 +282,8 @@ func TestScenarioErrors(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	s := &Scenario{Steps: []Step{
 		{Kind: "wait", Action: &WaitStep{Synced: true}},
-		{Kind: "expect", Action: &ExpectStep{Expectation: ExpectDistribution, To: Target{Service: "x", Address: AddressNodePort}}},
-		{Kind: "expect", Action: &ExpectStep{Expectation: ExpectRefused, To: Target{IPPort: "1.2.3.4:5"}}},
+		{Kind: "expect", Action: &ExpectStep{Expectation: ExpectDistribution, To: Destination{Service: "x", Address: AddressNodePort}}},
+		{Kind: "expect", Action: &ExpectStep{Expectation: ExpectRefused, To: Destination{IPPort: "1.2.3.4:5"}}},
 		{Kind: "churn", Action: &ChurnStep{}},
 		{Kind: "setPods", Action: &SetPodsStep{}},
 	}}

@@ -3,119 +3,17 @@
 package scenarios
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"net"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-
-	"kpbench.dev/kpbench/backends"
-	"kpbench.dev/kpbench/lab"
+	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/reports"
-	"kpbench.dev/kpbench/scenarios/measure"
 )
-
-// Cluster is what a session runs against: a cluster whose objects the steps change, whose
-// hosts send probes, and whose proxies program the nodes. The lab's testbed implements it
-// (TestbedCluster); a real cluster reached through a kubeconfig can too (objects through
-// the API, probes from prober pods, proxies read through their metrics).
-type Cluster interface {
-	Objects
-	Hosts
-	Proxies
-}
-
-// Objects are the cluster's Kubernetes objects.
-type Objects interface {
-	// Apply creates or updates objects (all or nothing), as `kubectl apply` would.
-	Apply(ctx context.Context, objs ...runtime.Object) error
-	// Delete removes one object (kind: Service, EndpointSlice, Pod, Deployment).
-	Delete(ctx context.Context, kind, namespace, name string) error
-	// Get returns one object.
-	Get(kind, namespace, name string) (runtime.Object, error)
-	// Services, EndpointSlices and Pods list the objects of those kinds.
-	Services() []*corev1.Service
-	EndpointSlices() []*discoveryv1.EndpointSlice
-	Pods() []*corev1.Pod
-	// ScaleDeployment sets a Deployment's replica count.
-	ScaleDeployment(ctx context.Context, namespace, name string, replicas int32) error
-	// SetPodConditions sets a pod's Ready condition and termination (nil: unchanged), as
-	// failing probes or a graceful deletion would.
-	SetPodConditions(ctx context.Context, namespace, name string, ready, terminating *bool) error
-	// ResourceVersion grows with every change of the objects.
-	ResourceVersion() uint64
-}
-
-// Hosts are the places probes are sent from: nodes, external clients and pods.
-type Hosts interface {
-	// Host returns a host by name (node-N, client-N, a probe pod, a pod's host name).
-	Host(name string) (lab.Host, bool)
-	// Hosts returns the hosts of one kind, in name order.
-	Hosts(kind lab.HostKind) []lab.Host
-	// PodHost returns the host of a cluster pod.
-	PodHost(namespace, name string) (lab.Host, bool)
-	// ProbeHost names the probe pod of a node: a pod that belongs to no Service.
-	ProbeHost(node string) string
-	// AddPod adds an echo server pod on a node that no controller manages (the
-	// endpoints of generated Services).
-	AddPod(ctx context.Context, name, node string) (lab.Host, error)
-	// AddClientRoute makes prefix (a load-balancer or external IP) reachable from the
-	// external clients.
-	AddClientRoute(ctx context.Context, prefix netip.Prefix) error
-	// ClientFor returns the host that sends client's traffic to targetNode (a NodePort or
-	// health-check node port there; "" for none): the client itself in a lab. A cluster
-	// with no client outside it sends from another node's host network, as an external
-	// client would reach the target node, and says so in note ("" when the client sends
-	// itself).
-	ClientFor(client, targetNode string) (host lab.Host, note string, err error)
-	// Prober returns the shared prober of a host.
-	Prober(host string) (Prober, error)
-	// NewProber returns a prober of its own with that many workers; the caller closes it.
-	NewProber(host string, workers int) (ProberCloser, error)
-}
-
-// Proxies are the proxies that program the cluster's nodes.
-type Proxies interface {
-	// WaitSynced waits until every node's proxy has programmed every change made so far.
-	WaitSynced(ctx context.Context) error
-	// Proxies returns every node's proxy, in node order.
-	Proxies() []Proxy
-	// WriteNodeState writes every node's rules and connection-tracking state (what a
-	// failed step leaves to be read).
-	WriteNodeState(ctx context.Context, w io.Writer) error
-	// KernelRules counts the rules (or IPVS services and destinations) on the first node.
-	KernelRules(ctx context.Context) (int, error)
-}
-
-// Prober sends probes from one host.
-type Prober interface {
-	measure.Prober
-	// DialContext opens a connection from the host (an HTTP transport's dialer).
-	DialContext(ctx context.Context, network, address string) (net.Conn, error)
-}
-
-// ProberCloser is a prober of one's own.
-type ProberCloser interface {
-	Prober
-	Close() error
-}
-
-// Proxy is one node's proxy.
-type Proxy interface {
-	measure.Proxy
-	// Backend is the backend the proxy drives (for measurements that need one of its
-	// capabilities).
-	Backend() backends.Backend
-}
 
 // Progress follows a run step by step: a progress bar, or LineProgress's one line per
 // step. The runner calls it from one goroutine at a time.
@@ -174,8 +72,8 @@ type Session struct {
 	Scenario *Scenario
 	// Backend the scenario runs on.
 	Backend string
-	// Cluster the steps act on.
-	Cluster Cluster
+	// Cluster is the cluster under test the steps act on.
+	Cluster cluster.Cluster
 
 	opts     RunOptions
 	registry *Registry

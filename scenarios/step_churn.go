@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/manifest"
 	"kpbench.dev/kpbench/scenarios/synth"
 )
@@ -309,7 +310,7 @@ func (c *ChurnStep) Run(ctx context.Context, s *Session) error {
 }
 
 // deleteSynthService deletes generated Service i and its slice.
-func deleteSynthService(ctx context.Context, c Cluster, i int) error {
+func deleteSynthService(ctx context.Context, c cluster.Cluster, i int) error {
 	if err := c.Delete(ctx, manifest.KindEndpointSlice, synth.Namespace, synth.Name(i)+"-synth"); err != nil {
 		return err
 	}

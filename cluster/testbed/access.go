@@ -13,6 +13,7 @@ import (
 
 	"kpbench.dev/kpbench/apistore"
 	"kpbench.dev/kpbench/backends/agent"
+	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/kubestack/controlplane"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/probe"
@@ -44,7 +45,7 @@ func (tb *Testbed) EndpointSlices() []*discoveryv1.EndpointSlice {
 func (tb *Testbed) Pods() []*corev1.Pod { return tb.cluster.Pods() }
 
 // ScaleDeployment sets a Deployment's replica count, as `kubectl scale` would.
-func (tb *Testbed) ScaleDeployment(namespace, name string, replicas int32) error {
+func (tb *Testbed) ScaleDeployment(_ context.Context, namespace, name string, replicas int32) error {
 	return tb.cluster.ScaleDeployment(namespace, name, replicas)
 }
 
@@ -66,8 +67,8 @@ func (tb *Testbed) PodHost(namespace, name string) (lab.Host, bool) {
 
 // AddPod adds a plain lab pod (an echo server outside the control plane, e.g. an
 // endpoint of generated EndpointSlices) on a node.
-func (tb *Testbed) AddPod(ctx context.Context, spec lab.PodSpec) (lab.Host, error) {
-	h, err := tb.lab.AddPod(ctx, spec)
+func (tb *Testbed) AddPod(ctx context.Context, name, node string) (lab.Host, error) {
+	h, err := tb.lab.AddPod(ctx, lab.PodSpec{Name: name, Node: node})
 	if err != nil {
 		return lab.Host{}, err
 	}
@@ -81,16 +82,39 @@ func (tb *Testbed) AddClientRoute(ctx context.Context, prefix netip.Prefix) erro
 }
 
 // Prober returns the shared prober of a lab host (owned by the lab: do not close it).
-func (tb *Testbed) Prober(host string) (*probe.Prober, error) { return tb.lab.Prober(host) }
+func (tb *Testbed) Prober(host string) (cluster.Prober, error) {
+	pr, err := tb.lab.Prober(host)
+	if err != nil {
+		return nil, err
+	}
+	return labProber{pr}, nil
+}
 
 // NewProber returns a prober of its own in a host's namespace with the given number of
 // workers; the caller closes it.
-func (tb *Testbed) NewProber(host string, workers int) (*probe.Prober, error) {
+func (tb *Testbed) NewProber(host string, workers int) (cluster.ProberCloser, error) {
 	h, ok := tb.lab.Host(host)
 	if !ok {
 		return nil, fmt.Errorf("no host %q in the lab", host)
 	}
-	return probe.New(h.NetNSPath, probe.WithWorkers(workers))
+	pr, err := probe.New(h.NetNSPath, probe.WithWorkers(workers))
+	if err != nil {
+		return nil, err
+	}
+	return labProber{pr}, nil
+}
+
+// labProber is a lab prober as a cluster.Prober: its Dial's *probe.Conn as a
+// cluster.Conn.
+type labProber struct{ *probe.Prober }
+
+// Dial opens a kept connection.
+func (p labProber) Dial(ctx context.Context, dst probe.Destination, opts probe.Options) (cluster.Conn, error) {
+	conn, err := p.Prober.Dial(ctx, dst, opts)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return conn, nil
 }
 
 // Agents returns the node agents (one per node, in node order).

@@ -50,7 +50,7 @@ func probeFrom(t *testing.T, tb *Testbed, host string, to netip.AddrPort) probe.
 func TestSeedNginxNodePortThroughIPTables(t *testing.T) {
 	for _, backend := range []string{"iptables", "iptables-legacy", "nftables"} {
 		t.Run(backend, func(t *testing.T) {
-			tb := startTestbed(t, backend, "../scenarios/examples/nginx-nodeport.yaml")
+			tb := startTestbed(t, backend, "../../scenarios/examples/nginx-nodeport.yaml")
 			require.Len(t, tb.Pods(), 3, "3 replicas")
 			var svc *corev1.Service
 			for _, s := range tb.Services() {

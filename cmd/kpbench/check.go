@@ -23,7 +23,7 @@ import (
 func newCheckCmd() *cobra.Command {
 	var backend, output string
 	var nodes, clients int
-	var kube *kubeTarget
+	var kf *kubeFlags
 	var tools *toolsFlag
 	var allowSkip bool
 	cmd := &cobra.Command{
@@ -51,9 +51,9 @@ failed.`,
 		},
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, files []string) error {
-			if kube.enabled() {
-				kube.allowNotChecked = kube.allowNotChecked || allowSkip
-				return kube.check(cmd, files, output)
+			if kf.enabled() {
+				kf.allowNotChecked = kf.allowNotChecked || allowSkip
+				return kf.check(cmd, files, output)
 			}
 			if err := all.Validate(backend); err != nil {
 				return badInput("--backend: %v", err)
@@ -90,7 +90,7 @@ failed.`,
 			if err := tb.Apply(ctx, ros...); err != nil {
 				return usageError{fmt.Errorf("apply %s: %w", strings.Join(files, ", "), err)}
 			}
-			outs, err := check.Run(ctx, check.Testbed(tb), check.Options{})
+			outs, err := check.Run(ctx, tb, check.Options{})
 			if err != nil {
 				return err
 			}
@@ -114,14 +114,15 @@ failed.`,
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	cmd.Flags().IntVar(&nodes, "nodes", 2, "nodes in the lab")
 	cmd.Flags().IntVar(&clients, "clients", 1, "external clients in the lab (at least 1)")
-	kube = addKubeconfigFlags(cmd)
+	kf = addKubeconfigFlags(cmd)
 	tools = addToolsFlag(cmd)
 	cmd.Flags().BoolVar(&allowSkip, "allow-skip", false, "exit 0 when paths could not be checked here or nothing was checked (still printed)")
 	return cmd
 }
 
-// checkVerdict is check's gate: a failed path fails it; a skipped path, or no Service at
-// all to check, fails it too unless allowSkip (a check that checked nothing has not passed).
+// checkVerdict is check's gate: a failed path fails it; a skipped or not checked path, or
+// no Service at all to check, fails it too unless allowSkip (a check that checked nothing
+// has not passed).
 func checkVerdict(outs []check.Outcome, allowSkip bool) error {
 	if check.Failed(outs) {
 		return failedError{"check failed: some paths do not work (see the table)"}
@@ -134,7 +135,7 @@ func checkVerdict(outs []check.Outcome, allowSkip bool) error {
 	}
 	var skipped []string
 	for _, o := range outs {
-		if o.Verdict == check.Skip {
+		if o.Verdict == check.Skip || o.Verdict == check.NotChecked {
 			skipped = append(skipped, o.Service+" "+o.Port+" "+o.Path)
 		}
 	}
@@ -152,7 +153,7 @@ func printOutcomes(w io.Writer, backend string, outs []check.Outcome, took time.
 		if o.Verdict == check.Fail {
 			failed++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Service, o.Port, o.Path, o.From, o.Target, o.Verdict, o.Detail)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Service, o.Port, o.Path, o.From, o.Destination, o.Verdict, o.Detail)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "backend %s: %d paths, %d failed (%.1fs)\n", backend, len(outs), failed, took.Seconds())

@@ -16,7 +16,7 @@ import (
 func newConformCmd() *cobra.Command {
 	var backend, out, dir, cases string
 	var waitTimeout time.Duration
-	var kube *kubeTarget
+	var kf *kubeFlags
 	var tools *toolsFlag
 	var allowSkip bool
 	cmd := &cobra.Command{
@@ -42,11 +42,11 @@ Exit status: 0 every case × backend passed, xfailed or xpassed (or skipped, wit
 		Args:    cobra.NoArgs,
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			target, err := kube.target(cmd)
+			opener, err := kf.opener(cmd)
 			if err != nil {
 				return err
 			}
-			if target != nil {
+			if opener != nil {
 				backend = ""
 			}
 			backends, err := parseBackends(backend)
@@ -69,7 +69,7 @@ Exit status: 0 every case × backend passed, xfailed or xpassed (or skipped, wit
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return fmt.Errorf("conform: %w", err)
 			}
-			rep, runErr := conformance.Run(cmd.Context(), suite, conformance.Options{Backends: backends, Progress: cmd.ErrOrStderr(), StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Tools: tools.Root(), Target: target})
+			rep, runErr := conformance.Run(cmd.Context(), suite, conformance.Options{Backends: backends, Progress: cmd.ErrOrStderr(), StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Tools: tools.Root(), Opener: opener})
 			if rep == nil {
 				return runErr
 			}
@@ -96,7 +96,7 @@ Exit status: 0 every case × backend passed, xfailed or xpassed (or skipped, wit
 	addWaitTimeoutFlag(cmd, &waitTimeout, os.Getenv)
 	tools = addToolsFlag(cmd)
 	cmd.Flags().StringVar(&dir, "dir", conformance.DefaultDir, "the suite's directory (relative to the working directory)")
-	kube = addKubeconfigFlags(cmd)
+	kf = addKubeconfigFlags(cmd)
 	return cmd
 }
 

@@ -10,16 +10,18 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
 
-	"kpbench.dev/kpbench/kubetarget"
+	"kpbench.dev/kpbench/cluster"
+	"kpbench.dev/kpbench/cluster/kube"
 	"kpbench.dev/kpbench/manifest"
 	"kpbench.dev/kpbench/scenarios"
 	"kpbench.dev/kpbench/scenarios/check"
 )
 
-// kubeTarget holds the flags that point a command at a real cluster (--kubeconfig and
-// its companions).
-type kubeTarget struct {
+// kubeFlags hold the flags that point a command at a cluster that kpbench did not build
+// (--kubeconfig and its companions).
+type kubeFlags struct {
 	kubeconfig, context, image string
 	keepImages, dryRun         bool
 	allowNotChecked            bool
@@ -29,15 +31,15 @@ type kubeTarget struct {
 
 // addKubeconfigFlags registers the real-cluster flags on cmd. With --kubeconfig, root is
 // not needed (nothing is built on this machine): the command's PreRunE is skipped.
-func addKubeconfigFlags(cmd *cobra.Command) *kubeTarget {
-	k := &kubeTarget{}
+func addKubeconfigFlags(cmd *cobra.Command) *kubeFlags {
+	k := &kubeFlags{}
 	f := cmd.Flags()
 	f.StringVar(&k.kubeconfig, "kubeconfig", "", "run against the cluster of this kubeconfig (only this file is read: never KUBECONFIG, ~/.kube/config or in-cluster credentials)")
 	f.StringVar(&k.context, "context", "", "the kubeconfig's context to use (default its current context)")
-	f.StringVar(&k.image, "image", kubetarget.AgnhostImage, "with --kubeconfig: the image that replaces the pods' containers (agnhost netexec's API)")
+	f.StringVar(&k.image, "image", kube.AgnhostImage, "with --kubeconfig: the image that replaces the pods' containers (agnhost netexec's API)")
 	f.BoolVar(&k.keepImages, "keep-images", false, "with --kubeconfig: keep the manifests' images (only reachability is checked: the answers do not name their pod)")
 	f.BoolVar(&k.dryRun, "dry-run", false, "with --kubeconfig: list what would be created in the cluster and exit")
-	f.IntVar(&k.maxObjects, "max-objects", kubetarget.DefaultMaxObjects, "with --kubeconfig: refuse a run that would create more objects and pods than this")
+	f.IntVar(&k.maxObjects, "max-objects", kube.DefaultMaxObjects, "with --kubeconfig: refuse a run that would create more objects and pods than this")
 	f.BoolVar(&k.allowNotChecked, "allow-not-checked", false, "with --kubeconfig: paths that cannot be checked on the cluster do not fail the run (--allow-skip implies it)")
 	f.DurationVar(&k.deleteTimeout, "delete-timeout", 2*time.Minute, "with --kubeconfig: how long to wait for the run's namespace to be gone at the end")
 	pre := cmd.PreRunE
@@ -59,9 +61,9 @@ func addKubeconfigFlags(cmd *cobra.Command) *kubeTarget {
 }
 
 // enabled reports whether the command targets a real cluster.
-func (k *kubeTarget) enabled() bool { return k.kubeconfig != "" }
+func (k *kubeFlags) enabled() bool { return k.kubeconfig != "" }
 
-func (k *kubeTarget) validate() error {
+func (k *kubeFlags) validate() error {
 	switch {
 	case k.maxObjects < 1:
 		return badInput("--max-objects %d: must be at least 1", k.maxObjects)
@@ -73,23 +75,13 @@ func (k *kubeTarget) validate() error {
 	return nil
 }
 
-// target returns the cluster of --kubeconfig that conform and run send their scenarios
-// to, or nil (and no error) without --kubeconfig: the lab.
-func (k *kubeTarget) target(cmd *cobra.Command) (scenarios.ClusterTarget, error) {
+// opener returns what opens the cluster of --kubeconfig for each scenario that conform
+// and run send there, or nil (and no error) without --kubeconfig: the lab. It refuses
+// the flags that have no meaning there.
+func (k *kubeFlags) opener(cmd *cobra.Command) (scenarios.Opener, error) {
 	if !k.enabled() {
 		return nil, nil
 	}
-	t, err := k.scenarioTarget(cmd)
-	if err != nil {
-		return nil, err // not a typed nil in the interface
-	}
-	return t, nil
-}
-
-// scenarioTarget returns the cluster that conform and run send their scenarios to
-// (each scenario in a namespace of its own), refusing the flags that have no meaning
-// there.
-func (k *kubeTarget) scenarioTarget(cmd *cobra.Command) (*kubetarget.ScenarioTarget, error) {
 	for _, name := range []string{"backend", "tools", "rounds"} {
 		if cmd.Flags().Changed(name) {
 			return nil, badInput("--%s is a lab flag: with --kubeconfig the cluster's own proxy runs the scenarios", name)
@@ -100,21 +92,49 @@ func (k *kubeTarget) scenarioTarget(cmd *cobra.Command) (*kubetarget.ScenarioTar
 			return nil, badInput("--%s: only check --kubeconfig has it", name)
 		}
 	}
-	client, _, err := kubetarget.Client(k.kubeconfig, k.context)
+	client, _, err := kube.Client(k.kubeconfig, k.context)
 	if err != nil {
-		return nil, wrapTargetErr(err)
+		return nil, wrapKubeErr(err)
 	}
-	return &kubetarget.ScenarioTarget{
-		Client:        client,
-		Options:       kubetarget.Options{Image: k.image, KeepImages: k.keepImages, MaxObjects: k.maxObjects, Log: cmd.ErrOrStderr()},
-		DeleteTimeout: k.deleteTimeout,
-		NewRunID:      func() string { return randomID(6) },
+	return &kubeOpener{
+		client:        client,
+		opts:          kube.Options{Image: k.image, KeepImages: k.keepImages, MaxObjects: k.maxObjects, Log: cmd.ErrOrStderr()},
+		deleteTimeout: k.deleteTimeout,
 	}, nil
 }
 
-// wrapTargetErr marks the target's refusals of the user's input as bad input.
-func wrapTargetErr(err error) error {
-	if errors.Is(err, kubetarget.ErrBadConfig) {
+// kubeOpener opens the cluster of --kubeconfig for each scenario: a namespace of the
+// scenario's own with its probers, deleted when the scenario ends.
+type kubeOpener struct {
+	client        kubernetes.Interface
+	opts          kube.Options
+	deleteTimeout time.Duration
+}
+
+// Name is "cluster": the results name it in place of a backend.
+func (o *kubeOpener) Name() string { return "cluster" }
+
+// Open creates the scenario's namespace and probers; close deletes the namespace.
+func (o *kubeOpener) Open(ctx context.Context, sc *scenarios.Scenario, _ string) (cluster.Cluster, func(context.Context) error, error) {
+	opts := o.opts
+	opts.RunID = randomID(6)
+	c, err := kube.New(ctx, o.client, nil, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if want, have := sc.Topology.Nodes, len(c.Nodes()); want > have {
+		return nil, nil, fmt.Errorf("%w: scenario %s wants %d nodes, the cluster has %d Ready ones", kube.ErrBadConfig, sc.Name, want, have)
+	}
+	closer := func(ctx context.Context) error { return c.Close(ctx, o.deleteTimeout) }
+	if err := c.Start(ctx); err != nil {
+		return nil, nil, errors.Join(err, closer(context.WithoutCancel(ctx)))
+	}
+	return c, closer, nil
+}
+
+// wrapKubeErr marks the cluster's refusals of the user's input as bad input.
+func wrapKubeErr(err error) error {
+	if errors.Is(err, kube.ErrBadConfig) {
 		return usageError{err}
 	}
 	return err
@@ -123,7 +143,7 @@ func wrapTargetErr(err error) error {
 // check runs `kpbench check FILE... --kubeconfig P`: the manifests are applied in a
 // namespace of the run's own on the cluster, checked from prober pods, and the namespace
 // is deleted at the end (also on failure and Ctrl-C).
-func (k *kubeTarget) check(cmd *cobra.Command, files []string, output string) (err error) {
+func (k *kubeFlags) check(cmd *cobra.Command, files []string, output string) (err error) {
 	if output != "table" && output != "json" {
 		return badInput("-o %q: allowed values are table, json", output)
 	}
@@ -136,49 +156,49 @@ func (k *kubeTarget) check(cmd *cobra.Command, files []string, output string) (e
 	if err != nil {
 		return usageError{err}
 	}
-	client, _, err := kubetarget.Client(k.kubeconfig, k.context)
+	client, _, err := kube.Client(k.kubeconfig, k.context)
 	if err != nil {
-		return wrapTargetErr(err)
+		return wrapKubeErr(err)
 	}
 	ctx := cmd.Context()
 	start := time.Now()
-	t, err := kubetarget.New(ctx, client, manifest.RuntimeObjects(objs), kubetarget.Options{
+	c, err := kube.New(ctx, client, manifest.RuntimeObjects(objs), kube.Options{
 		RunID: randomID(6), Image: k.image, KeepImages: k.keepImages, MaxObjects: k.maxObjects, Log: cmd.ErrOrStderr(),
 	})
 	if err != nil {
-		return wrapTargetErr(err)
+		return wrapKubeErr(err)
 	}
 	if k.dryRun {
-		return t.Plan(cmd.OutOrStdout())
+		return c.Plan(cmd.OutOrStdout())
 	}
 	defer func() {
-		cerr := t.Close(context.WithoutCancel(ctx), k.deleteTimeout)
+		cerr := c.Close(context.WithoutCancel(ctx), k.deleteTimeout)
 		if cerr != nil {
 			cerr = fmt.Errorf("%w (remove it with: kpbench cluster cleanup --kubeconfig %s)", cerr, k.kubeconfig)
 		} else {
-			fmt.Fprintf(cmd.ErrOrStderr(), "namespace %s deleted\n", t.Namespace())
+			fmt.Fprintf(cmd.ErrOrStderr(), "namespace %s deleted\n", c.Namespace())
 		}
 		err = errors.Join(err, cerr)
 	}()
-	for _, n := range t.Notes() {
+	for _, n := range c.Notes() {
 		fmt.Fprintln(cmd.ErrOrStderr(), "change:", n)
 	}
-	if err := t.Start(ctx); err != nil {
+	if err := c.Start(ctx); err != nil {
 		err = fmt.Errorf("apply %s: %w", strings.Join(files, ", "), err)
 		if apierrors.IsInvalid(err) {
 			return usageError{err} // the manifests do not fit this cluster (a taken nodePort, say)
 		}
 		return err
 	}
-	outs, err := check.Run(ctx, t, check.Options{ReachabilityOnly: k.keepImages})
+	outs, err := check.Run(ctx, c, check.Options{ReachabilityOnly: k.keepImages})
 	if err != nil {
 		return err
 	}
-	mode, why := t.ProxyMode(ctx)
-	target := fmt.Sprintf("cluster %s (%d nodes, proxy %s)", t.ServerVersion(), len(t.Nodes()), mode)
-	if mode == "" {
-		target = fmt.Sprintf("cluster %s (%d nodes, proxy mode unknown)", t.ServerVersion(), len(t.Nodes()))
-		fmt.Fprintln(cmd.ErrOrStderr(), "proxy mode:", why)
+	info := c.Info(ctx)
+	name := fmt.Sprintf("cluster %s (%d nodes, proxy %s)", info.ServerVersion, info.Nodes, info.ProxyMode)
+	if info.ProxyMode == "" {
+		name = fmt.Sprintf("cluster %s (%d nodes, proxy mode unknown)", info.ServerVersion, info.Nodes)
+		fmt.Fprintln(cmd.ErrOrStderr(), "proxy mode:", info.ProxyModeNote)
 	}
 	if output == "json" {
 		enc := json.NewEncoder(cmd.OutOrStdout())
@@ -192,11 +212,11 @@ func (k *kubeTarget) check(cmd *cobra.Command, files []string, output string) (e
 			Namespace  string          `json:"namespace"`
 			Passed     bool            `json:"passed"`
 			Outcomes   []check.Outcome `json:"outcomes"`
-		}{target, t.ServerVersion(), len(t.Nodes()), mode, k.kubeconfig, t.Namespace(), !check.Failed(outs) && (k.allowNotChecked || check.NotCheckedCount(outs) == 0), outs}); err != nil {
+		}{name, info.ServerVersion, info.Nodes, info.ProxyMode, k.kubeconfig, c.Namespace(), !check.Failed(outs) && (k.allowNotChecked || check.NotCheckedCount(outs) == 0), outs}); err != nil {
 			return err
 		}
 	} else {
-		printOutcomes(cmd.OutOrStdout(), target, outs, time.Since(start))
+		printOutcomes(cmd.OutOrStdout(), name, outs, time.Since(start))
 	}
 	if check.Failed(outs) {
 		return failedError{"check failed: some paths do not work (see the table)"}
@@ -226,11 +246,11 @@ this machine (--force deletes them too), and waits until each is gone.`,
 			if kubeconfig == "" {
 				return badInput("--kubeconfig is required")
 			}
-			client, _, err := kubetarget.Client(kubeconfig, kctx)
+			client, _, err := kube.Client(kubeconfig, kctx)
 			if err != nil {
-				return wrapTargetErr(err)
+				return wrapKubeErr(err)
 			}
-			res, err := kubetarget.Cleanup(cmd.Context(), client, force, timeout)
+			res, err := kube.Cleanup(cmd.Context(), client, force, timeout)
 			for _, k := range res.Kept {
 				fmt.Fprintln(cmd.OutOrStdout(), "kept", k)
 			}

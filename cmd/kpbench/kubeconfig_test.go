@@ -18,10 +18,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"kpbench.dev/kpbench/backends/kubeproxy"
+	"kpbench.dev/kpbench/cluster/kube"
 	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/internal/upstream"
 	"kpbench.dev/kpbench/kubestack"
-	"kpbench.dev/kpbench/kubetarget"
 	"kpbench.dev/kpbench/reports"
 )
 
@@ -49,7 +49,7 @@ func kubeconfigCluster(t *testing.T, mode kubeproxy.Mode) (string, kubernetes.In
 	c, err := kubestack.Up(ctx, kubestack.Config{Name: "t" + testutil.RandomID(t, 6), Nodes: 2, Proxy: mode, Dir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, c.Down(context.Background())) })
-	client, _, err := kubetarget.Client(c.Kubeconfig(), "")
+	client, _, err := kube.Client(c.Kubeconfig(), "")
 	require.NoError(t, err)
 	return c.Kubeconfig(), client
 }
@@ -57,7 +57,7 @@ func kubeconfigCluster(t *testing.T, mode kubeproxy.Mode) (string, kubernetes.In
 // runNamespaces lists the namespaces kpbench runs made in the cluster.
 func runNamespaces(t *testing.T, client kubernetes.Interface) []string {
 	t.Helper()
-	list, err := client.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{LabelSelector: kubetarget.RunLabel})
+	list, err := client.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{LabelSelector: kube.RunLabel})
 	require.NoError(t, err)
 	var names []string
 	for _, ns := range list.Items {

@@ -46,7 +46,7 @@ func newRunCmd() *cobra.Command {
 	var backend, out string
 	var waitTimeout time.Duration
 	var rounds int
-	var kube *kubeTarget
+	var kf *kubeFlags
 	var tools *toolsFlag
 	var allowSkip bool
 	cmd := &cobra.Command{
@@ -69,11 +69,11 @@ input, 3 the bench failed.`,
 		Args:    exactArgs(1),
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			target, err := kube.target(cmd)
+			opener, err := kf.opener(cmd)
 			if err != nil {
 				return err
 			}
-			if target != nil {
+			if opener != nil {
 				backend = ""
 			}
 			backends, err := parseBackends(backend)
@@ -87,7 +87,7 @@ input, 3 the bench failed.`,
 			if len(backends) == 0 {
 				backends = []string{scenarios.ModeBackend(sc.ProxyConfig.Mode)}
 			}
-			if target == nil {
+			if opener == nil {
 				if err := sc.ValidateFor(scenarios.ValidationOptions{Backends: backends, Facts: scenarios.RegistryFacts{}}); err != nil {
 					return usageError{err}
 				}
@@ -110,7 +110,7 @@ input, 3 the bench failed.`,
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}
-			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Facts: scenarios.RegistryFacts{}, Progress: scenarios.NewProgress(cmd.ErrOrStderr()), MetricsDir: out, StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Tools: tools.Root(), Rounds: rounds, Target: target})
+			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Facts: scenarios.RegistryFacts{}, Progress: scenarios.NewProgress(cmd.ErrOrStderr()), MetricsDir: out, StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Tools: tools.Root(), Rounds: rounds, Opener: opener})
 			if res != nil {
 				files, err := reports.WriteAll(out, res)
 				if err != nil {
@@ -130,7 +130,7 @@ input, 3 the bench failed.`,
 	cmd.Flags().BoolVar(&allowSkip, "allow-skip", false, "exit 0 when cases were skipped (still reported)")
 	cmd.Flags().IntVar(&rounds, "rounds", 0, "run the backends this many times, interleaved (A B, B A, ...), each pass labelled round=N for kpbench gate (0: 3 for two variants of one proxy mode, else 1)")
 	addWaitTimeoutFlag(cmd, &waitTimeout, os.Getenv)
-	kube = addKubeconfigFlags(cmd)
+	kf = addKubeconfigFlags(cmd)
 	tools = addToolsFlag(cmd)
 	return cmd
 }

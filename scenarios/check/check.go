@@ -10,6 +10,7 @@ package check
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -21,7 +22,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"kpbench.dev/kpbench/backends"
-	"kpbench.dev/kpbench/cluster/testbed"
+	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/probe"
 	"kpbench.dev/kpbench/reports/stats"
@@ -56,10 +57,11 @@ type Outcome struct {
 	Service, Port string
 	// Path says which way traffic went: "clusterIP", "nodePort", "loadBalancer", "externalIP".
 	Path string
-	// From is the lab host that sent; Target the address it sent to; Protocol TCP/UDP.
-	From     string
-	Target   string
-	Protocol string
+	// From is the host that sent; Destination the address it sent to (JSON key
+	// "Target", as `kpbench check --json` has always written it); Protocol TCP/UDP.
+	From        string
+	Destination string `json:"Target"`
+	Protocol    string
 	// Verdict and Detail (the evidence: counts, endpoints seen, p-value, errors).
 	Verdict Verdict
 	Detail  string
@@ -95,70 +97,46 @@ func (o *Options) defaults() {
 }
 
 // Cluster is what Run checks: its Services and EndpointSlices, its nodes and pods, and
-// the hosts that send each path's traffic. The lab's testbed is one (Testbed); a real
-// cluster reached through a kubeconfig is another (package kubetarget).
+// the hosts that send each path's traffic. It is the part of a cluster under test
+// (cluster.Cluster, with the same methods) that the check drives: the lab's testbed and
+// a real cluster reached through a kubeconfig (cluster/kube) are ones.
 type Cluster interface {
 	// WaitSynced waits until the proxies programmed every change made so far.
 	WaitSynced(ctx context.Context) error
 	// Services and EndpointSlices are the objects to check.
 	Services() []*corev1.Service
 	EndpointSlices() []*discoveryv1.EndpointSlice
-	// Hosts returns the nodes (KindNode) and pods (KindPod) in name order.
+	// Hosts returns the nodes (KindNode), pods (KindPod) and external clients
+	// (KindClient) in name order.
 	Hosts(kind lab.HostKind) []lab.Host
-	// InternalFrom names the host in node's pod network that sends ClusterIP traffic.
-	InternalFrom(node string) string
-	// ExternalFrom names the host that sends traffic from outside the cluster to node
-	// (NodePort), or says why there is none ("" and the reason).
-	ExternalFrom(node string) (host, reason string)
-	// ExternalIPFrom names the host that sends to a load-balancer or external IP (routing
-	// it there first), or says why there is none.
-	ExternalIPFrom(ctx context.Context, ip netip.Addr) (host, reason string, err error)
-	// Requester returns the prober of a host.
-	Requester(host string) (Requester, error)
+	// ProbeHost names the host in node's pod network that sends ClusterIP traffic.
+	ProbeHost(node string) string
+	// ClientFor returns the host that sends an external client's traffic to node ("":
+	// to a load-balancer or external IP), with a note when it is not the client itself.
+	ClientFor(client, node string) (host lab.Host, note string, err error)
+	// AddClientRoute routes a load-balancer or external IP from the external clients.
+	AddClientRoute(ctx context.Context, prefix netip.Prefix) error
+	// Prober returns the prober of a host.
+	Prober(host string) (cluster.Prober, error)
 }
 
-// Testbed is the lab's testbed as a Cluster: ClusterIP traffic from each node's probe
-// pod, everything else from the first external client.
-func Testbed(tb *testbed.Testbed) Cluster { return testbedCluster{tb} }
-
-type testbedCluster struct{ *testbed.Testbed }
-
-func (c testbedCluster) InternalFrom(node string) string { return testbed.ProbePod(node) }
-
-func (c testbedCluster) ExternalFrom(string) (string, string) {
-	clients := c.Hosts(lab.KindClient)
-	if len(clients) == 0 {
-		return "", "the lab has no external client"
-	}
-	return clients[0].Name, ""
-}
-
-func (c testbedCluster) ExternalIPFrom(ctx context.Context, ip netip.Addr) (string, string, error) {
-	host, reason := c.ExternalFrom("")
-	if host == "" {
-		return "", reason, nil
-	}
-	// Clients reach load-balancer and external IPs through node 0 (their route).
-	return host, "", c.AddClientRoute(ctx, netip.PrefixFrom(ip, 32))
-}
-
-func (c testbedCluster) Requester(host string) (Requester, error) { return c.Prober(host) }
+var _ Cluster = cluster.Cluster(nil)
 
 // Run checks every Service of the cluster.
-func Run(ctx context.Context, tb Cluster, o Options) ([]Outcome, error) {
+func Run(ctx context.Context, c Cluster, o Options) ([]Outcome, error) {
 	o.defaults()
-	if err := tb.WaitSynced(ctx); err != nil {
+	if err := c.WaitSynced(ctx); err != nil {
 		return nil, err
 	}
 	podByIP := map[netip.Addr]string{}
-	for _, p := range tb.Hosts(lab.KindPod) {
+	for _, p := range c.Hosts(lab.KindPod) {
 		podByIP[p.IP] = p.Name
 	}
-	nodes := tb.Hosts(lab.KindNode)
-	view := backends.BuildState(backends.NodeView{}, backends.ViewOptions{}, tb.Services(), tb.EndpointSlices())
+	nodes := c.Hosts(lab.KindNode)
+	view := backends.BuildState(backends.NodeView{}, backends.ViewOptions{}, c.Services(), c.EndpointSlices())
 
 	var out []Outcome
-	services := tb.Services()
+	services := c.Services()
 	sort.Slice(services, func(i, j int) bool {
 		return services[i].Namespace+"/"+services[i].Name < services[j].Namespace+"/"+services[j].Name
 	})
@@ -172,7 +150,7 @@ func Run(ctx context.Context, tb Cluster, o Options) ([]Outcome, error) {
 			if sp.Name.Namespace != svc.Namespace || sp.Name.Name != svc.Name {
 				continue
 			}
-			paths, err := pathsOf(ctx, tb, sp, nodes)
+			paths, err := pathsOf(ctx, c, sp, nodes)
 			if err != nil {
 				return out, err
 			}
@@ -180,7 +158,11 @@ func Run(ctx context.Context, tb Cluster, o Options) ([]Outcome, error) {
 				if err := ctx.Err(); err != nil {
 					return out, err
 				}
-				out = append(out, checkPath(ctx, tb, o, sp, p, podByIP))
+				res := checkPath(ctx, c, o, sp, p, podByIP)
+				if p.note != "" && p.skip == "" {
+					res.Detail += p.note // the host that stood in for the client
+				}
+				out = append(out, res)
 			}
 		}
 	}
@@ -209,10 +191,26 @@ func hasLabel(svc *corev1.Service, key string) bool {
 type path struct {
 	kind     string
 	from     string
-	target   netip.AddrPort
+	note     string // where from sends from, when it stands in for a client
+	dst      netip.AddrPort
 	expected []backends.Endpoint // endpoints that may answer; empty: no answer expected
 	reject   bool                // no endpoints at all: connections are refused
 	skip     string              // why the path cannot be sent on this cluster
+}
+
+// clientFor returns the host that sends the first external client's traffic to node
+// ("" for a load-balancer or external IP) and its note, or why none can (skip): a
+// cluster without a client outside it may have no host to send from.
+func clientFor(c Cluster, node string) (from, note, skip string) {
+	client := lab.ClientName(0)
+	if clients := c.Hosts(lab.KindClient); len(clients) > 0 {
+		client = clients[0].Name
+	}
+	h, note, err := c.ClientFor(client, node)
+	if err != nil {
+		return "", "", err.Error()
+	}
+	return h.Name, note, ""
 }
 
 func pathsOf(ctx context.Context, c Cluster, sp *backends.ServicePort, nodes []lab.Host) ([]path, error) {
@@ -224,8 +222,8 @@ func pathsOf(ctx context.Context, c Cluster, sp *backends.ServicePort, nodes []l
 		if sp.InternalPolicyLocal {
 			internal = cat.Local
 		}
-		paths = append(paths, path{kind: "clusterIP", from: c.InternalFrom(n.Name),
-			target: netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port)), expected: internal, reject: !cat.HasAnyEndpoints})
+		paths = append(paths, path{kind: "clusterIP", from: c.ProbeHost(n.Name),
+			dst: netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port)), expected: internal, reject: !cat.HasAnyEndpoints})
 	}
 	external := func(n lab.Host) []backends.Endpoint {
 		cat := backends.CategorizeEndpoints(localize(sp, n.Name))
@@ -237,18 +235,25 @@ func pathsOf(ctx context.Context, c Cluster, sp *backends.ServicePort, nodes []l
 	hasAny := backends.CategorizeEndpoints(sp).HasAnyEndpoints
 	if sp.NodePort != 0 {
 		for _, n := range nodes {
-			from, skip := c.ExternalFrom(n.Name)
-			paths = append(paths, path{kind: "nodePort", from: from, target: netip.AddrPortFrom(n.IP, uint16(sp.NodePort)),
+			from, note, skip := clientFor(c, n.Name)
+			paths = append(paths, path{kind: "nodePort", from: from, note: note, dst: netip.AddrPortFrom(n.IP, uint16(sp.NodePort)),
 				expected: external(n), reject: !hasAny, skip: skip})
 		}
 	}
 	ips := func(kind string, list []netip.Addr) error {
 		for _, ip := range list {
-			from, skip, err := c.ExternalIPFrom(ctx, ip)
-			if err != nil {
-				return err
+			// Clients reach load-balancer and external IPs through a route to the cluster.
+			from, note, skip := clientFor(c, "")
+			if skip == "" {
+				err := c.AddClientRoute(ctx, netip.PrefixFrom(ip, 32))
+				switch {
+				case errors.Is(err, cluster.ErrNotAvailable):
+					skip = err.Error()
+				case err != nil:
+					return err
+				}
 			}
-			paths = append(paths, path{kind: kind, from: from, target: netip.AddrPortFrom(ip, uint16(sp.Port)), expected: external(nodes[0]), reject: !hasAny, skip: skip})
+			paths = append(paths, path{kind: kind, from: from, note: note, dst: netip.AddrPortFrom(ip, uint16(sp.Port)), expected: external(nodes[0]), reject: !hasAny, skip: skip})
 		}
 		return nil
 	}
@@ -271,10 +276,10 @@ func localize(sp *backends.ServicePort, node string) *backends.ServicePort {
 	return &c
 }
 
-func checkPath(ctx context.Context, tb Cluster, o Options, sp *backends.ServicePort, p path, podByIP map[netip.Addr]string) Outcome {
+func checkPath(ctx context.Context, c Cluster, o Options, sp *backends.ServicePort, p path, podByIP map[netip.Addr]string) Outcome {
 	out := Outcome{
 		Service: sp.Name.Namespace + "/" + sp.Name.Name, Port: portLabel(sp), Path: p.kind, From: p.from,
-		Target: p.target.String(), Protocol: string(sp.Protocol()), Counts: map[string]int{},
+		Destination: p.dst.String(), Protocol: string(sp.Protocol()), Counts: map[string]int{},
 	}
 	if sp.Protocol() != backends.TCP && sp.Protocol() != backends.UDP {
 		out.Verdict, out.Detail = Skip, "not checked: the lab's echo servers speak TCP and UDP only"
@@ -284,12 +289,12 @@ func checkPath(ctx context.Context, tb Cluster, o Options, sp *backends.ServiceP
 		out.Verdict, out.Detail = NotChecked, p.skip
 		return out
 	}
-	pr, err := tb.Requester(p.from)
+	pr, err := c.Prober(p.from)
 	if err != nil {
 		out.Verdict, out.Detail = Fail, err.Error()
 		return out
 	}
-	target := probe.Destination{Addr: p.target, Protocol: lab.Protocol(sp.Protocol())}
+	target := probe.Destination{Addr: p.dst, Protocol: lab.Protocol(sp.Protocol())}
 	if len(p.expected) == 0 {
 		return checkNoAnswer(ctx, pr, target, o, p, out)
 	}

@@ -48,7 +48,7 @@ func runCheck(t *testing.T, backend, yaml string) []Outcome {
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, tb.Stop(context.Background())) })
 	require.NoError(t, tb.Apply(ctx, manifest.RuntimeObjects(objs)...))
-	outs, err := Run(ctx, Testbed(tb), Options{Timeout: time.Second})
+	outs, err := Run(ctx, tb, Options{Timeout: time.Second})
 	require.NoError(t, err)
 	return outs
 }

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"kpbench.dev/kpbench/backends/all"
+	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/internal/toolroot"
 	"kpbench.dev/kpbench/reports"
 	"kpbench.dev/kpbench/scenarios"
@@ -121,10 +122,11 @@ type Options struct {
 	// Tools are the userspace tools the backends run (scenarios.RunOptions.Tools; the
 	// zero value: the host's).
 	Tools toolroot.Root
-	// Target, when set, runs every case against that cluster instead of a lab per
-	// backend (scenarios.RunOptions.Target); Backends are not used. A case that needs
-	// what the cluster cannot do (scenarios.ErrNotAvailable) is skipped: not checked.
-	Target scenarios.ClusterTarget
+	// Opener, when set, opens a cluster that kpbench did not build for every case
+	// instead of a lab per backend (scenarios.RunOptions.Opener); Backends are not used.
+	// A case that needs what the cluster cannot do (cluster.ErrNotAvailable) is skipped:
+	// not checked.
+	Opener scenarios.Opener
 }
 
 // Result is one case on one backend.
@@ -140,7 +142,7 @@ type Result struct {
 	Duration time.Duration
 	// Steps are the runner's cases: one per expectation and per failed step.
 	Steps []reports.Case
-	// cluster is the cluster target as this case's run recorded it (nil in a lab).
+	// cluster is the cluster under test as this case's run recorded it (nil in a lab).
 	cluster *reports.ClusterEnvironment
 }
 
@@ -154,10 +156,11 @@ type Report struct {
 	Started, Finished time.Time
 	// Tools are the userspace tools the backends ran (Options.Tools).
 	Tools toolroot.Root
-	// environment is the machine's, collected once by Run (nil on a cluster target).
+	// environment is the machine's, collected once by Run (nil on a cluster that
+	// kpbench did not build).
 	environment *reports.Environment
-	// cluster describes the cluster target (version, nodes, proxy mode), as the first
-	// case that reached it recorded it; nil in a lab.
+	// cluster describes the cluster under test (version, nodes, proxy mode), as the
+	// first case that reached it recorded it; nil in a lab.
 	cluster *reports.ClusterEnvironment
 }
 
@@ -227,8 +230,9 @@ func (r *Report) Verdict(allowSkip bool) string {
 // lab; one that cannot run here has all its cases skipped with the reason. The error is
 // for ctx ending; failures are results.
 func Run(ctx context.Context, suite []*scenarios.Scenario, o Options) (*Report, error) {
-	if o.Target != nil {
-		o.Backends = []string{o.Target.Name()}
+	lab := o.Opener == nil || o.Opener.Name() == ""
+	if !lab {
+		o.Backends = []string{o.Opener.Name()}
 	}
 	if len(o.Backends) == 0 {
 		o.Backends = all.Available()
@@ -237,7 +241,7 @@ func Run(ctx context.Context, suite []*scenarios.Scenario, o Options) (*Report, 
 		o.Progress = io.Discard
 	}
 	rep := &Report{Backends: o.Backends, Started: time.Now(), Tools: o.Tools}
-	if o.Target == nil {
+	if lab {
 		// One environment for every case: collecting it reads the tools' versions.
 		env := reports.CollectEnvironment(ctx)
 		_ = scenarios.RecordTools(ctx, &env, o.Tools) // a version not read is left empty
@@ -247,7 +251,7 @@ func Run(ctx context.Context, suite []*scenarios.Scenario, o Options) (*Report, 
 		rep.Cases = append(rep.Cases, sc.Name)
 	}
 	for _, b := range o.Backends {
-		if o.Target == nil {
+		if lab {
 			if err := all.Validate(b); err != nil {
 				return nil, err
 			}
@@ -283,9 +287,10 @@ steps:
 - wait: {synced: true, timeout: 30s}
 `
 
-// preflight is Preflight on a lab; a cluster target is not checked beforehand.
+// preflight is Preflight on a lab; a cluster that kpbench did not build is not checked
+// beforehand.
 func preflight(ctx context.Context, backend string, o Options) string {
-	if o.Target != nil {
+	if o.Opener != nil && o.Opener.Name() != "" {
 		return ""
 	}
 	return Preflight(ctx, backend, o.Tools, o.WaitTimeout)
@@ -331,7 +336,7 @@ func RunCase(ctx context.Context, sc *scenarios.Scenario, backend string, o Opti
 // collects its own).
 func runCase(ctx context.Context, sc *scenarios.Scenario, backend string, o Options, env *reports.Environment) Result {
 	start := time.Now()
-	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: scenarios.LineProgress{W: o.Progress}, StateDir: o.StateDir, WaitTimeout: o.WaitTimeout, Tools: o.Tools, Target: o.Target, Environment: env})
+	res, err := scenarios.Run(ctx, sc, scenarios.RunOptions{Backends: []string{backend}, Progress: scenarios.LineProgress{W: o.Progress}, StateDir: o.StateDir, WaitTimeout: o.WaitTimeout, Tools: o.Tools, Opener: o.Opener, Environment: env})
 	out := Result{Case: sc.Name, Description: sc.Description, Backend: backend, Outcome: Pass, Duration: time.Since(start)}
 	if res != nil {
 		out.Steps = res.Cases
@@ -346,13 +351,13 @@ func runCase(ctx context.Context, sc *scenarios.Scenario, backend string, o Opti
 }
 
 // notAvailable says why a case could not be checked on its cluster ("" when it could):
-// the run ended on scenarios.ErrNotAvailable, or a step failed on it.
+// the run ended on cluster.ErrNotAvailable, or a step failed on it.
 func notAvailable(err error, steps []reports.Case) string {
-	if errors.Is(err, scenarios.ErrNotAvailable) {
+	if errors.Is(err, cluster.ErrNotAvailable) {
 		return oneLine(err.Error())
 	}
 	for _, c := range steps {
-		if c.Result == reports.CaseFail && strings.Contains(c.Reason+" "+c.Evidence, scenarios.ErrNotAvailable.Error()) {
+		if c.Result == reports.CaseFail && strings.Contains(c.Reason+" "+c.Evidence, cluster.ErrNotAvailable.Error()) {
 			return c.Name + ": " + oneLine(c.Reason+" "+c.Evidence)
 		}
 	}

@@ -5,6 +5,7 @@ package measure
 import (
 	"context"
 	"errors"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/lab/probe"
 	"kpbench.dev/kpbench/reports"
 )
@@ -40,11 +42,15 @@ func (p *clockProber) Connect(context.Context, probe.Destination, probe.Options)
 	return probe.Result{Connect: d, Total: d}
 }
 
-func (p *clockProber) Dial(context.Context, probe.Destination, probe.Options) (Conn, error) {
+func (p *clockProber) Dial(context.Context, probe.Destination, probe.Options) (cluster.Conn, error) {
 	if p.noDial {
-		return nil, ErrNotAvailable
+		return nil, cluster.ErrNotAvailable
 	}
 	return clockConn{p}, nil
+}
+
+func (p *clockProber) DialContext(context.Context, string, string) (net.Conn, error) {
+	return nil, cluster.ErrNotAvailable
 }
 
 type clockConn struct{ p *clockProber }

@@ -1,7 +1,7 @@
 //go:build linux
 
-// Package measure holds the bench's named measurements. Each takes a running testbed and
-// returns measurements with raw samples (summaries are derived by the reports package):
+// Package measure holds the bench's named measurements. Each takes what it needs of a
+// cluster under test (its proxies, a prober of one of its hosts) and returns measurements with raw samples (summaries are derived by the reports package):
 //
 //   - sync: full and partial sync wall time, with generate/apply split, tool CPU time,
 //     bytes and rules written;
@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"kpbench.dev/kpbench/backends/agent"
+	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/probe"
 	"kpbench.dev/kpbench/reports"
@@ -33,39 +34,6 @@ import (
 
 // Measurement is one named series of raw samples with its parameters.
 type Measurement = reports.Measurement
-
-// Proxy is the proxy of one node as the measurements see it: its sync records, a way to
-// force a sync, and its metrics. A testbed's *agent.Agent is one.
-type Proxy interface {
-	// Node names the proxy's node.
-	Node() string
-	// ForceSync syncs now (fully when full) and returns the sync's record.
-	ForceSync(ctx context.Context, full bool) (agent.SyncRecord, error)
-	// Records returns every sync so far, in order.
-	Records() []agent.SyncRecord
-	// Metrics returns the proxy's metrics (network programming latencies, ...).
-	Metrics() agent.Metrics
-}
-
-// Prober sends probes from one host. The lab's *probe.Prober is one (through an adapter
-// for Dial's result).
-type Prober interface {
-	// Request opens a new connection (or sends a datagram), sends one request and reads
-	// the answer.
-	Request(ctx context.Context, target probe.Destination, opts probe.Options) probe.Result
-	// Connect opens a new connection and times its handshake.
-	Connect(ctx context.Context, target probe.Destination, opts probe.Options) probe.Result
-	// Dial opens a connection kept for several requests.
-	Dial(ctx context.Context, target probe.Destination, opts probe.Options) (Conn, error)
-}
-
-// Conn is one established connection of a Prober.
-type Conn interface {
-	// Request sends one request over the connection and reads the answer.
-	Request(ctx context.Context) probe.Result
-	// Close closes the connection.
-	Close() error
-}
 
 func params(kv ...string) map[string]string {
 	m := make(map[string]string, len(kv)/2)
@@ -92,7 +60,7 @@ func seconds(ds []time.Duration) []float64 {
 // sync (just before and just after it), and the sum of its two durations is sample i of
 // the control measurement (kind "full-control" or "partial-control", marked
 // ExtraInterleaved), so that compare can judge each sync against the machine it ran on.
-func Sync(ctx context.Context, ag Proxy, full bool, repeats int, change func(ctx context.Context, i int) error, control func() time.Duration, extra map[string]string) ([]Measurement, error) {
+func Sync(ctx context.Context, ag cluster.Proxy, full bool, repeats int, change func(ctx context.Context, i int) error, control func() time.Duration, extra map[string]string) ([]Measurement, error) {
 	var total, gen, apply, cpu, ctl []time.Duration
 	var bytes, rules, changed []float64
 	var unplanned []agent.SyncRecord
@@ -206,7 +174,7 @@ const maxUnplannedFull = 3
 // sync that comes instead (the proxy's own decision: a failed state check, a periodic
 // resync, a failure before) is returned in skipped, never as the partial sample, and the
 // change is made again.
-func partialSync(ctx context.Context, ag Proxy, i int, change func(ctx context.Context, i int) error) (rec agent.SyncRecord, skipped []agent.SyncRecord, err error) {
+func partialSync(ctx context.Context, ag cluster.Proxy, i int, change func(ctx context.Context, i int) error) (rec agent.SyncRecord, skipped []agent.SyncRecord, err error) {
 	for range maxUnplannedFull + 1 {
 		before := len(ag.Records())
 		if err := change(ctx, i); err != nil {
@@ -261,10 +229,6 @@ const (
 	MeasureSyncChangedServices = "sync-changed-services"
 )
 
-// ErrNotAvailable marks what a prober or cluster cannot do (a kept connection from a
-// real cluster's prober pod, its nodes' kernel rules).
-var ErrNotAvailable = errors.New("not available on this cluster")
-
 // ExtraInterleaved marks a control measurement (Measurement.Extra) whose sample i was
 // taken in the same round as sample i of every figure it controls: compare pairs them
 // and judges the per-sample ratio, which cancels the machine's drift within and
@@ -278,7 +242,7 @@ const ExtraInterleaved = reports.ExtraInterleaved
 // round where a connect fails is dropped whole (every position and the control keep the
 // same count, sample i of each from round i); more than samples/10+3 failures fail the
 // measurement. A prober without kept connections (a real cluster's) measures no control.
-func Lookup(ctx context.Context, pr Prober, from string, targets map[string]netip.AddrPort, samples int, extra map[string]string) ([]Measurement, error) {
+func Lookup(ctx context.Context, pr cluster.Prober, from string, targets map[string]netip.AddrPort, samples int, extra map[string]string) ([]Measurement, error) {
 	positions := make([]string, 0, len(targets))
 	for p := range targets {
 		positions = append(positions, p)
@@ -287,7 +251,7 @@ func Lookup(ctx context.Context, pr Prober, from string, targets map[string]neti
 	last := targets[positions[len(positions)-1]]
 	conn, err := pr.Dial(ctx, probe.Destination{Addr: last, Protocol: lab.TCP}, probe.Options{Timeout: 2 * time.Second})
 	switch {
-	case errors.Is(err, ErrNotAvailable):
+	case errors.Is(err, cluster.ErrNotAvailable):
 		conn = nil // no kept connection from this prober: no control
 	case err != nil:
 		return nil, fmt.Errorf("lookup: established control to %s: %w", last, err)
@@ -351,7 +315,7 @@ func Lookup(ctx context.Context, pr Prober, from string, targets map[string]neti
 // among the expected ones; the measurement's samples are the counts per endpoint (in the
 // order of expected), with the chi-square statistic, degrees of freedom and p-value
 // against shares (uniform when nil) in Extra.
-func Distribution(ctx context.Context, pr Prober, target netip.AddrPort, proto lab.Protocol, expected []string, shares []float64, n int, extra map[string]string) (Measurement, error) {
+func Distribution(ctx context.Context, pr cluster.Prober, target netip.AddrPort, proto lab.Protocol, expected []string, shares []float64, n int, extra map[string]string) (Measurement, error) {
 	index := map[string]int{}
 	for i, pod := range expected {
 		index[pod] = i
@@ -391,7 +355,7 @@ func Distribution(ctx context.Context, pr Prober, target netip.AddrPort, proto l
 }
 
 // ProgrammingLatency returns the network programming latencies of every proxy so far.
-func ProgrammingLatency(proxies []Proxy, extra map[string]string) Measurement {
+func ProgrammingLatency(proxies []cluster.Proxy, extra map[string]string) Measurement {
 	var all []time.Duration
 	for _, ag := range proxies {
 		all = append(all, ag.Metrics().NetworkProgramming...)

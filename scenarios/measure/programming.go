@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"kpbench.dev/kpbench/backends/agent"
+	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/probe"
 	"kpbench.dev/kpbench/reports"
@@ -133,8 +134,8 @@ func (l *ChangeLog) Record(c Change, target netip.AddrPort) {
 	l.versions[c.Service] = append(l.versions[c.Service], version{change: len(l.changes) - 1, trigger: c.Trigger, rv: c.RV, pods: slices.Clone(c.Pods)})
 }
 
-// Target returns a Service's address.
-func (l *ChangeLog) Target(service string) (netip.AddrPort, bool) {
+// Destination returns a Service's address (where the churn prober sends).
+func (l *ChangeLog) Destination(service string) (netip.AddrPort, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t, ok := l.targets[service]
@@ -434,7 +435,7 @@ type ChurnProberOptions struct {
 // then until every change of log is seen or past its deadline (or ctx ends). Each worker
 // picks, in turn, a Service whose change is pending (mostly), one changed recently, or a
 // random live one, sends one TCP request to its address and records the outcome in log.
-func RunChurnProber(ctx context.Context, pr Prober, log *ChangeLog, o ChurnProberOptions, stop <-chan struct{}) {
+func RunChurnProber(ctx context.Context, pr cluster.Prober, log *ChangeLog, o ChurnProberOptions, stop <-chan struct{}) {
 	if o.Recent == 0 {
 		o.Recent = 3 * time.Second
 	}
@@ -473,7 +474,7 @@ func RunChurnProber(ctx context.Context, pr Prober, log *ChangeLog, o ChurnProbe
 						svc, _ = o.Random(rng)
 					}
 				}
-				if target, ok := log.Target(svc); ok {
+				if target, ok := log.Destination(svc); ok {
 					start := time.Now()
 					res := pr.Request(ctx, probe.Destination{Addr: target, Protocol: lab.TCP}, probe.Options{Timeout: o.Timeout})
 					if ctx.Err() != nil {

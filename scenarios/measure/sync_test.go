@@ -25,6 +25,7 @@ func (p *scriptedProxy) ForceSync(context.Context, bool) (agent.SyncRecord, erro
 }
 func (p *scriptedProxy) Records() []agent.SyncRecord { return p.recs }
 func (p *scriptedProxy) Metrics() agent.Metrics      { return agent.Metrics{} }
+func (p *scriptedProxy) Backend() backends.Backend   { return nil }
 
 func (p *scriptedProxy) change(context.Context, int) error {
 	if len(p.script) == 0 {

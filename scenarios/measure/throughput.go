@@ -30,9 +30,9 @@ type ThroughputSource struct {
 	Host string
 	// NSPath is the host's network namespace.
 	NSPath string
-	// Target is the Service address this host uses: the ClusterIP from pods and nodes, a
-	// node port from external clients.
-	Target probe.Destination
+	// Destination is the Service address this host uses: the ClusterIP from pods and
+	// nodes, a node port from external clients.
+	Destination probe.Destination
 }
 
 // ThroughputOptions shape a throughput measurement. Zero values take probe.Load's
@@ -181,7 +181,7 @@ func Throughput(ctx context.Context, sources []ThroughputSource, opts Throughput
 	var wg sync.WaitGroup
 	for i, s := range sources {
 		wg.Go(func() {
-			results[i], errs[i] = probe.Load(ctx, s.NSPath, probe.LoadSpec{Destination: s.Target, Mode: opts.Mode,
+			results[i], errs[i] = probe.Load(ctx, s.NSPath, probe.LoadSpec{Destination: s.Destination, Mode: opts.Mode,
 				Workers: opts.Workers, Duration: opts.Duration, MaxOps: opts.MaxOps})
 		})
 	}
@@ -194,7 +194,7 @@ func Throughput(ctx context.Context, sources []ThroughputSource, opts Throughput
 	pu1, ps1 := processCPU()
 	for i, err := range errs {
 		if err != nil {
-			return nil, fmt.Errorf("throughput from %s to %s: %w", sources[i].Host, sources[i].Target, err)
+			return nil, fmt.Errorf("throughput from %s to %s: %w", sources[i].Host, sources[i].Destination, err)
 		}
 	}
 

@@ -84,8 +84,8 @@ func TestThroughput(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
 	target := probe.Destination{Addr: netip.AddrPortFrom(pair.B.Addr, 8080), Protocol: echo.TCP}
-	sources := []ThroughputSource{{Host: "a1", NSPath: pair.A.Path, Target: target}, {Host: "a2", NSPath: pair.A.Path, Target: target}}
-	dead := []ThroughputSource{{Host: "a1", NSPath: pair.A.Path, Target: probe.Destination{Addr: netip.AddrPortFrom(pair.B.Addr, 9), Protocol: echo.TCP}}}
+	sources := []ThroughputSource{{Host: "a1", NSPath: pair.A.Path, Destination: target}, {Host: "a2", NSPath: pair.A.Path, Destination: target}}
+	dead := []ThroughputSource{{Host: "a1", NSPath: pair.A.Path, Destination: probe.Destination{Addr: netip.AddrPortFrom(pair.B.Addr, 9), Protocol: echo.TCP}}}
 	tests := []struct {
 		name    string
 		sources []ThroughputSource

@@ -1,6 +1,6 @@
 //go:build linux
 
-package measure
+package testbed
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 
 	"kpbench.dev/kpbench/backends/all"
 	"kpbench.dev/kpbench/backends/kubeproxy"
-	"kpbench.dev/kpbench/cluster/testbed"
 	"kpbench.dev/kpbench/internal/netns"
+	"kpbench.dev/kpbench/lab"
 )
 
 // stateCommands are what WriteNodeState runs in each node's namespace for backend, as
@@ -32,8 +32,8 @@ func stateCommands(backend string) []netns.Command {
 //
 // Equivalent to, per node: `ip netns exec $ns sh -c 'ipvsadm -Ln; ipvsadm -Ln --stats;
 // ipvsadm -Lnc; conntrack -L'` (or iptables-nft-save, nft list table ip kube-proxy).
-func WriteNodeState(ctx context.Context, tb *testbed.Testbed, w io.Writer) error {
-	for _, node := range tb.Hosts("node") {
+func (tb *Testbed) WriteNodeState(ctx context.Context, w io.Writer) error {
+	for _, node := range tb.Hosts(lab.KindNode) {
 		for _, cmd := range stateCommands(tb.Backend()) {
 			if _, err := fmt.Fprintf(w, "### %s (%s): %s\n", node.Name, tb.Backend(), cmd); err != nil {
 				return fmt.Errorf("node state: %w", err)
@@ -87,4 +87,24 @@ func originalTuple(line string) string {
 		return line[:first+2+second] // with the space before the reply
 	}
 	return line
+}
+
+// KernelRules counts what a backend left in node 0's kernel, as the backend's facts say
+// (backends/all): `-A` rules in iptables-save for the iptables modes and userspace (all
+// tables), rules plus map and set elements of `table ip kube-proxy` for nftables, virtual
+// plus real servers for IPVS.
+//
+// Equivalent to: `iptables-save | grep -c '^-A'`, `nft list table ip kube-proxy` or
+// `ipvsadm -Ln`.
+func (tb *Testbed) KernelRules(ctx context.Context) (int, error) {
+	node := tb.Hosts(lab.KindNode)[0]
+	f, ok := all.Lookup(tb.Backend())
+	if !ok {
+		return 0, fmt.Errorf("rules: no way to count %s rules", tb.Backend())
+	}
+	n, err := f.KernelRules(ctx, node.NetNSPath, tb.Settings())
+	if err != nil {
+		return 0, fmt.Errorf("rules on %s: %w", node.Name, err)
+	}
+	return n, nil
 }

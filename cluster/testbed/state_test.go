@@ -1,6 +1,6 @@
 //go:build linux
 
-package measure
+package testbed
 
 import (
 	"testing"

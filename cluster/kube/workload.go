@@ -1,4 +1,4 @@
-package kubetarget
+package kube
 
 import (
 	"fmt"

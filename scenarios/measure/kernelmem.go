@@ -9,30 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"kpbench.dev/kpbench/backends/all"
-	"kpbench.dev/kpbench/cluster/testbed"
 )
-
-// KernelRules counts what a backend left in node 0's kernel, as the backend's facts say
-// (backends/all): `-A` rules in iptables-save for the iptables modes and userspace (all
-// tables), rules plus map and set elements of `table ip kube-proxy` for nftables, virtual
-// plus real servers for IPVS.
-//
-// Equivalent to: `iptables-save | grep -c '^-A'`, `nft list table ip kube-proxy` or
-// `ipvsadm -Ln`.
-func KernelRules(ctx context.Context, tb *testbed.Testbed) (int, error) {
-	node := tb.Hosts("node")[0]
-	f, ok := all.Lookup(tb.Backend())
-	if !ok {
-		return 0, fmt.Errorf("rules: no way to count %s rules", tb.Backend())
-	}
-	n, err := f.KernelRules(ctx, node.NetNSPath, tb.Settings())
-	if err != nil {
-		return 0, fmt.Errorf("rules on %s: %w", node.Name, err)
-	}
-	return n, nil
-}
 
 // KernelMemory returns the kernel memory that rules can occupy, in bytes (host-wide, from
 // /proc/meminfo): unreclaimable slab (nft objects, conntrack, x_tables' small blobs) plus

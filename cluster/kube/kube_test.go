@@ -1,4 +1,4 @@
-package kubetarget
+package kube
 
 import (
 	"context"
@@ -13,10 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/probe"
 )
@@ -138,7 +140,7 @@ func TestClassify(t *testing.T) {
 }
 
 func TestProbesStayInTheCluster(t *testing.T) {
-	tg := &Target{nodes: []lab.Host{{Name: "n", IP: netip.MustParseAddr("172.18.0.10")}},
+	tg := &Cluster{nodes: []lab.Host{{Name: "n", IP: netip.MustParseAddr("172.18.0.10")}},
 		services: []*corev1.Service{{Spec: corev1.ServiceSpec{ClusterIPs: []string{"10.96.0.7"}}}},
 		pods:     []*corev1.Pod{{Status: corev1.PodStatus{PodIP: "10.244.0.5"}}}}
 	for _, ip := range []string{"172.18.0.10", "10.96.0.7", "10.244.0.5"} {
@@ -147,8 +149,8 @@ func TestProbesStayInTheCluster(t *testing.T) {
 	for _, ip := range []string{"8.8.8.8", "127.0.0.1", "10.96.0.8"} {
 		assert.ErrorContains(t, tg.allowed(netip.MustParseAddr(ip)), "refused to probe", ip)
 	}
-	r := &dialRequester{t: tg, pod: "p", port: 8080}
-	res := r.Request(context.Background(), targetOf(netip.MustParseAddrPort("8.8.8.8:53"), corev1.ProtocolUDP), probeOptions())
+	r := &dialRequester{c: tg, pod: "p", port: 8080}
+	res := r.Request(context.Background(), destinationOf(netip.MustParseAddrPort("8.8.8.8:53"), corev1.ProtocolUDP), probeOptions())
 	assert.Equal(t, probe.Other, res.Class, "refused before any request")
 }
 
@@ -168,12 +170,71 @@ func TestNewPlansAndLimits(t *testing.T) {
 	_, err = New(context.Background(), client, objs, Options{RunID: "r", MaxObjects: 8})
 	assert.ErrorIs(t, err, ErrBadConfig)
 	assert.ErrorContains(t, err, "9 objects and pods, more than --max-objects 8")
-	host, reason := tg.ExternalFrom("a")
-	assert.Equal(t, "kpb-hprober-b", host, "NodePort traffic from another node")
-	assert.Empty(t, reason)
-	host, _, err = tg.ExternalIPFrom(context.Background(), netip.MustParseAddr("192.0.2.1"))
+	assert.Equal(t, []string{"node-0", "node-1"}, []string{tg.Hosts(lab.KindNode)[0].Name, tg.Hosts(lab.KindNode)[1].Name}, "the nodes as a scenario names them")
+	assert.Equal(t, "kpb-prober-a", tg.ProbeHost("node-0"))
+	host, note, err := tg.ClientFor("client-0", "node-0")
 	require.NoError(t, err)
-	assert.Empty(t, host, "load-balancer and external IPs are not checked from inside")
+	assert.Equal(t, "node-1", host.Name, "NodePort traffic from another node's host network")
+	assert.Contains(t, note, "node-1's host network")
+	pr, err := tg.Prober(host.Name)
+	require.NoError(t, err)
+	assert.Equal(t, "kpb-hprober-b", pr.(podProber).r.pod, "node-1's hostNetwork prober sends")
+	assert.ErrorIs(t, tg.AddClientRoute(context.Background(), netip.MustParsePrefix("192.0.2.1/32")), cluster.ErrNotAvailable,
+		"load-balancer and external IPs are not reached from inside")
+	_, err = tg.Prober("client-0")
+	assert.ErrorIs(t, err, cluster.ErrNotAvailable, "no client outside the cluster")
+	one := &Cluster{nodes: tg.nodes[:1]}
+	_, _, err = one.ClientFor("client-0", "node-0")
+	assert.ErrorIs(t, err, cluster.ErrNotAvailable, "a one-node cluster has no other node to send from")
+}
+
+// TestNotReady: the objects have settled only when every pod is Ready and not being
+// deleted, every Deployment has its replicas, and every selector Service's endpoints
+// are exactly its ready pods.
+func TestNotReady(t *testing.T) {
+	two := int32(2)
+	ready := true
+	pod := func(name, ip string, isReady bool) *corev1.Pod {
+		st := corev1.ConditionFalse
+		if isReady {
+			st = corev1.ConditionTrue
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "web"}},
+			Status: corev1.PodStatus{PodIP: ip, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}}}
+	}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: appsv1.DeploymentSpec{Replicas: &two,
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}}}
+	slice := func(ips ...string) *discoveryv1.EndpointSlice {
+		s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "web-x", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}}}
+		for _, ip := range ips {
+			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}})
+		}
+		return s
+	}
+	for _, tt := range []struct {
+		name  string
+		pods  []*corev1.Pod
+		slice *discoveryv1.EndpointSlice
+		want  string
+	}{
+		{"settled", []*corev1.Pod{pod("a", "10.0.0.1", true), pod("b", "10.0.0.2", true)}, slice("10.0.0.1", "10.0.0.2"), ""},
+		{"pod not ready", []*corev1.Pod{pod("a", "10.0.0.1", true), pod("b", "10.0.0.2", false)}, slice("10.0.0.1"), "pod b not ready"},
+		{"deployment short of a pod", []*corev1.Pod{pod("a", "10.0.0.1", true)}, slice("10.0.0.1"), "Deployment web: 1/2 pods"},
+		{"endpoint missing", []*corev1.Pod{pod("a", "10.0.0.1", true), pod("b", "10.0.0.2", true)}, slice("10.0.0.1"), "Service web: 1 ready endpoints, 2 ready pods"},
+		{"stale endpoint", []*corev1.Pod{pod("a", "10.0.0.1", true), pod("b", "10.0.0.2", true)}, slice("10.0.0.1", "10.0.0.9"), "endpoint 10.0.0.9 is no ready pod"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Cluster{pods: tt.pods, deployments: []*appsv1.Deployment{dep}, services: []*corev1.Service{svc},
+				slices: []*discoveryv1.EndpointSlice{tt.slice}}
+			got := c.notReady()
+			if tt.want == "" {
+				assert.Empty(t, got)
+			} else {
+				assert.Contains(t, got, tt.want)
+			}
+		})
+	}
 }
 
 func TestCleanup(t *testing.T) {

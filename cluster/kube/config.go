@@ -1,9 +1,12 @@
-// Package kubetarget runs kpbench's checks against a Kubernetes cluster it did not build,
-// reached through a kubeconfig: it works in a namespace of its own (kpbench-<run>,
-// labelled kpbench.dev/run=<run>), applies the manifests there with their containers
-// replaced by agnhost netexec, sends the probes from prober pods through the API server's
-// pods/proxy subresource (netexec's /dial), and deletes the namespace at the end.
-package kubetarget
+// Package kube is a Kubernetes cluster that kpbench did not build, reached through a
+// kubeconfig, as a cluster under test (cluster.Cluster) for run, conform and check: it
+// works in a namespace of its own per run (kpbench-<run>, labelled kpbench.dev/run=<run>),
+// applies the manifests there with their containers replaced by agnhost netexec, sends
+// the probes from prober pods through the API server's pods/proxy subresource (netexec's
+// /dial), and deletes the namespace at the end (Close; `kpbench cluster cleanup` removes
+// what a killed run left). It imports nothing of the engine: its objects, hosts and
+// probers are the contract's plain types.
+package kube
 
 import (
 	"errors"
@@ -16,7 +19,7 @@ import (
 
 // ErrBadConfig is wrapped by refusals of the user's input (kubeconfig, context, limits):
 // the command line exits 2 on them.
-var ErrBadConfig = errors.New("bad target configuration")
+var ErrBadConfig = errors.New("bad cluster configuration")
 
 // DefaultProbeQPS bounds the requests kpbench sends to the API server per second (each
 // probe is one pods/proxy request); DefaultProbeBurst is the burst above it.

@@ -1,4 +1,4 @@
-package kubetarget
+package kube
 
 import (
 	"context"
@@ -24,7 +24,7 @@ const netexecTryTimeout = 5 * time.Second
 // dialRequester sends probes from a prober pod: one GET of netexec's
 // /dial?request=hostname through the API server's pods/proxy subresource per probe.
 type dialRequester struct {
-	t    *Target
+	c    *Cluster
 	pod  string
 	port int32
 }
@@ -59,7 +59,7 @@ func (r *dialRequester) Request(ctx context.Context, target probe.Destination, o
 
 // dial GETs netexec's /dial with tries tries to target, through the API server.
 func (r *dialRequester) dial(ctx context.Context, target probe.Destination, opts probe.Options, tries int) (dialAnswer, error) {
-	if err := r.t.allowed(target.Addr.Addr()); err != nil {
+	if err := r.c.allowed(target.Addr.Addr()); err != nil {
 		return dialAnswer{}, err
 	}
 	return r.dialUnchecked(ctx, target, opts, tries, "hostname")
@@ -75,8 +75,8 @@ func (r *dialRequester) dialUnchecked(ctx context.Context, target probe.Destinat
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(tries)*max(opts.Timeout, netexecTryTimeout)+10*time.Second)
 	defer cancel()
-	body, err := r.t.client.CoreV1().RESTClient().Get().
-		Namespace(r.t.namespace).Resource("pods").Name(r.pod+":"+strconv.Itoa(int(r.port))).
+	body, err := r.c.client.CoreV1().RESTClient().Get().
+		Namespace(r.c.namespace).Resource("pods").Name(r.pod+":"+strconv.Itoa(int(r.port))).
 		SubResource("proxy").Suffix("dial").
 		Param("request", request).Param("host", target.Addr.Addr().String()).
 		Param("port", strconv.Itoa(int(target.Addr.Port()))).Param("protocol", protocol).Param("tries", strconv.Itoa(tries)).
@@ -108,22 +108,22 @@ func classify(msg string) probe.ErrClass {
 
 // allowed refuses probes to addresses outside the cluster: a probe goes to a Service's
 // ClusterIP, a node's IP or a pod's IP of the run, nowhere else.
-func (t *Target) allowed(ip netip.Addr) error {
-	for _, n := range t.nodes {
+func (c *Cluster) allowed(ip netip.Addr) error {
+	for _, n := range c.nodes {
 		if n.IP == ip {
 			return nil
 		}
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, s := range t.services {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.services {
 		for _, c := range s.Spec.ClusterIPs {
 			if c == ip.String() {
 				return nil
 			}
 		}
 	}
-	for _, p := range t.pods {
+	for _, p := range c.pods {
 		if p.Status.PodIP == ip.String() {
 			return nil
 		}
@@ -131,7 +131,7 @@ func (t *Target) allowed(ip netip.Addr) error {
 	return fmt.Errorf("refused to probe %s: not a node, pod or Service address of the run", ip)
 }
 
-func targetOf(ap netip.AddrPort, p corev1.Protocol) probe.Destination {
+func destinationOf(ap netip.AddrPort, p corev1.Protocol) probe.Destination {
 	return probe.Destination{Addr: ap, Protocol: lab.Protocol(p)}
 }
 
@@ -146,9 +146,9 @@ const kubeProxyMetricsPort = 10249
 // from the node's hostNetwork prober: the node's IP, then 127.0.0.1, kube-proxy's
 // default bind address). It returns "" and the reason when no kube-proxy answers (another
 // proxy, or metrics bound elsewhere). Call it after WaitSynced.
-func (t *Target) ProxyMode(ctx context.Context) (string, string) {
-	n := t.nodes[0]
-	r := &dialRequester{t: t, pod: hostProberName(n.Name), port: hostProberPort(t.opts.RunID)}
+func (c *Cluster) ProxyMode(ctx context.Context) (string, string) {
+	n := c.nodes[0]
+	r := &dialRequester{c: c, pod: hostProberName(n.Name), port: hostProberPort(c.opts.RunID)}
 	var reasons []string
 	for _, ip := range []netip.Addr{n.IP, netip.AddrFrom4([4]byte{127, 0, 0, 1})} {
 		target := probe.Destination{Addr: netip.AddrPortFrom(ip, kubeProxyMetricsPort), Protocol: echo.TCP}
