@@ -338,7 +338,7 @@ func (e *ExpectStep) probe(ctx context.Context, s *Session) (string, error) {
 	if tally.N < e.Count {
 		return evidence, fmt.Errorf("only %d of %d probes sent before the step's timeout", tally.N, e.Count)
 	}
-	return evidence, e.judge(s.Cluster, from, sp, tally)
+	return evidence, unmet(e.judge(s.Cluster, from, sp, tally)) // the probes ran: a failure is the verdict
 }
 
 // judge says whether the tally is what the expectation wants.

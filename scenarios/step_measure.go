@@ -151,6 +151,7 @@ type evidencer interface {
 // fails when any is exceeded.
 func (m *MeasureStep) checkLimits(s *Session, out []reports.Measurement) error {
 	var errs []error
+	allMeasured := true // every failed limit has a figure: the failure is the verdict
 	for _, name := range slices.Sorted(maps.Keys(m.Limits)) {
 		limit := m.Limits[name]
 		c := reports.Case{Name: fmt.Sprintf("%s <= %s", name, strconv.FormatFloat(limit, 'g', -1, 64)), Result: reports.CasePass}
@@ -182,8 +183,12 @@ func (m *MeasureStep) checkLimits(s *Session, out []reports.Measurement) error {
 		}
 		if c.Result == reports.CaseFail {
 			errs = append(errs, errors.New(c.Reason))
+			allMeasured = allMeasured && found
 		}
 		s.RecordCase(c)
+	}
+	if allMeasured {
+		return unmet(errors.Join(errs...))
 	}
 	return errors.Join(errs...)
 }
