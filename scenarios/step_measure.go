@@ -116,6 +116,12 @@ func (m *MeasureStep) Validate(v *Validation, p *field.Path) field.ErrorList {
 func (m *MeasureStep) Run(ctx context.Context, s *Session) error {
 	ms, err := m.Measuring.Measure(ctx, s)
 	rerr := s.Record(ms...) // what was measured is kept, even when the measurement failed
+	if errors.Is(err, ErrUnmet) && len(ms) > 0 && rerr == nil {
+		// The measurement judged what it measured (the churn's bounds): its verdict is a
+		// case, and the limits are checked as well.
+		s.RecordCase(reports.Case{Result: reports.CaseFail, Reason: err.Error()})
+		return errors.Join(err, m.checkLimits(s, ms))
+	}
 	if err != nil {
 		return errors.Join(err, rerr)
 	}
