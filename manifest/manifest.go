@@ -357,8 +357,11 @@ func nodeKind(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.SequenceNode:
 		return "a list"
-	case yaml.ScalarNode:
-		return fmt.Sprintf("the scalar %q", n.Value)
+	case yaml.ScalarNode: // not echoed: the file may not be ours (a passwd file is one long string)
+		if n.ShortTag() == "!!str" {
+			return "a string"
+		}
+		return "a scalar"
 	default:
 		return "this value"
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"kpbench.dev/kpbench/internal/testutil"
 )
 
 func TestModuleClosure(t *testing.T) {
@@ -304,10 +305,9 @@ func TestInitramfsKeyTracksInit(t *testing.T) {
 }
 
 func TestExtractVmlinux(t *testing.T) {
+	testutil.RequireBinary(t, "xz") // make vm-deps installs it; CI fails without it
 	xz, err := exec.LookPath("xz")
-	if err != nil {
-		t.Skip("needs xz")
-	}
+	require.NoError(t, err)
 	elfData := []byte("\x7fELF fake kernel body")
 	tests := []struct {
 		name, compressor string
@@ -324,10 +324,9 @@ func TestExtractVmlinux(t *testing.T) {
 			dir := t.TempDir()
 			payload := tt.payload
 			if tt.compressor != "" {
+				testutil.RequireBinary(t, tt.compressor)
 				prog, err := exec.LookPath(tt.compressor)
-				if err != nil {
-					t.Skip("needs " + tt.compressor)
-				}
+				require.NoError(t, err)
 				if payload == nil {
 					payload = elfData
 				}

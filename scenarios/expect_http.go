@@ -78,7 +78,7 @@ func (e *ExpectStep) probeHTTP(ctx context.Context, s *Session) (string, error) 
 		return evidence, fmt.Errorf("only %d of %d probes sent before the step's timeout", sent, count)
 	}
 	if got := statuses[strconv.Itoa(e.Status)]; got != count {
-		return evidence, fmt.Errorf("expected every answer to be HTTP %d, got %s", e.Status, strings.Join(parts, ", "))
+		return evidence, unmet(fmt.Errorf("expected every answer to be HTTP %d, got %s", e.Status, strings.Join(parts, ", ")))
 	}
 	return evidence, nil
 }

@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"errors"
 	"strings"
 
 	"kpbench.dev/kpbench/reports"
@@ -24,9 +25,74 @@ const (
 	XPass Outcome = "xpass"
 )
 
+// ErrUnmet marks a step's failure as its verdict: the step ran to its end and what it
+// checks did not hold (an expectation's probes were answered otherwise, a figure went
+// beyond its limit). Only such a failure is the failure a knownFailure declares; a step
+// that fails for another reason (a timeout, a cluster that could not be reached) fails
+// the run even where it declares a known failure.
+var ErrUnmet = errors.New("not met")
+
+// unmet marks err (when not nil) as a step's verdict (ErrUnmet), its text unchanged.
+func unmet(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &unmetError{err: err}
+}
+
+// unmetError is an error marked as a step's verdict.
+type unmetError struct{ err error }
+
+func (e *unmetError) Error() string   { return e.err.Error() }
+func (e *unmetError) Unwrap() []error { return []error{e.err, ErrUnmet} }
+
+// StepError is the failure of one step that counts against the run: a step without
+// continueOnFailure that failed, or a step that declares a known failure and failed for
+// another reason than its verdict (its later steps still run).
+type StepError struct {
+	// Step is the step's label (Scenario.StepLabel).
+	Step string
+	// Err is why the step failed.
+	Err error
+}
+
+func (e *StepError) Error() string { return e.Step + ": " + e.Err.Error() }
+
+// Unwrap returns the step's error.
+func (e *StepError) Unwrap() error { return e.Err }
+
+// failedSteps returns the labels of the steps whose StepError err holds, anywhere in
+// its tree (Run wraps and joins them per backend).
+func failedSteps(err error) map[string]error {
+	out := map[string]error{}
+	var walk func(error)
+	walk = func(err error) {
+		if se, ok := err.(*StepError); ok {
+			out[se.Step] = se.Err
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			if e := u.Unwrap(); e != nil {
+				walk(e)
+			}
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	if err != nil {
+		walk(err)
+	}
+	return out
+}
+
 // Judge turns a run of the scenario on backend (its cases and error) into an outcome: a
-// failed step is an expected failure when it declares one for the backend, and a fail
-// otherwise; a declared step that passed is an xpass. The reason names the steps.
+// failed step is an expected failure when it declares one for the backend and failed
+// on its verdict (ErrUnmet), and a fail otherwise; a declared step that passed is an
+// xpass. A run error that no failed step explains (a timeout after an expected failure,
+// a cleanup that failed) is a fail: a known failure never hides one. The reason names
+// the steps.
 func (sc *Scenario) Judge(backend string, cases []reports.Case, runErr error) (Outcome, string) {
 	declared := map[string]*KnownFailure{}
 	for i := range sc.Steps {
@@ -35,6 +101,7 @@ func (sc *Scenario) Judge(backend string, cases []reports.Case, runErr error) (O
 		}
 	}
 	var failed, xfailed, xpassed []string
+	otherwise := failedSteps(runErr)
 	seen := map[string]bool{}
 	for _, c := range cases {
 		if c.Backend != "" && c.Backend != backend || c.Name == sc.Name { // the run-level case repeats a step's error
@@ -42,6 +109,8 @@ func (sc *Scenario) Judge(backend string, cases []reports.Case, runErr error) (O
 		}
 		k, isDeclared := declared[c.Name]
 		switch {
+		case c.Result == reports.CaseFail && isDeclared && otherwise[c.Name] != nil:
+			failed = append(failed, c.Name+": failed for another reason than its declared known failure ("+k.String()+"): "+firstLine(otherwise[c.Name].Error()))
 		case c.Result == reports.CaseFail && isDeclared:
 			xfailed = append(xfailed, c.Name+": "+k.String()+" (failed: "+firstLine(c.Reason)+")")
 		case c.Result == reports.CaseFail:
@@ -51,7 +120,7 @@ func (sc *Scenario) Judge(backend string, cases []reports.Case, runErr error) (O
 			seen[c.Name] = seen[c.Name] || c.Result == reports.CaseFail
 		}
 	}
-	if runErr != nil && len(failed) == 0 && len(xfailed) == 0 {
+	if runErr != nil && len(failed) == 0 {
 		failed = append(failed, firstLine(runErr.Error()))
 	}
 	for i := range sc.Steps {

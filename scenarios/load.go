@@ -57,7 +57,7 @@ func (r *Registry) Parse(file string, data []byte, baseDir string) (*Scenario, e
 func (r *Registry) ParseDocs(file string, docs []*yamlpos.Doc, baseDir string) (*Scenario, error) {
 	switch {
 	case len(docs) == 0:
-		return nil, &yamlpos.Error{File: file, Msg: "empty file: expected a Scenario (apiVersion: " + APIVersion + ", kind: " + Kind + ")"}
+		return nil, &yamlpos.Error{File: file, Line: 1, Msg: "empty file (no YAML document, or only comments): expected a Scenario (apiVersion: " + APIVersion + ", kind: " + Kind + ")"}
 	case len(docs) > 1:
 		return nil, &yamlpos.Error{File: file, Line: docs[1].Line(), Msg: "a scenario file holds one document; put Kubernetes objects in manifest files"}
 	}
@@ -101,7 +101,7 @@ func (r *Registry) ParseDocs(file string, docs []*yamlpos.Doc, baseDir string) (
 		s.Warnings = append(s.Warnings, warnings...)
 		if err != nil {
 			if l := yamlpos.AsErrors(err); l != nil {
-				errs = append(errs, l...)
+				errs = append(errs, referencedFileErrors(doc, "proxy.proxyConfigFile", l)...)
 			} else {
 				errs = append(errs, doc.Errorf("proxy.proxyConfigFile", "%v", err))
 			}
@@ -122,6 +122,23 @@ func (r *Registry) ParseDocs(file string, docs []*yamlpos.Doc, baseDir string) (
 		return nil, errs
 	}
 	return s, nil
+}
+
+// referencedFileErrors places the errors of a file the scenario references: an error
+// about a field stays in that file (file:line:field there), an error about the whole
+// file (empty, not a mapping: perhaps not a file of ours at all) is reported at the
+// scenario's field that names the file (path), with the file's own position in the
+// message.
+func referencedFileErrors(doc *yamlpos.Doc, path string, errs yamlpos.Errors) yamlpos.Errors {
+	out := make(yamlpos.Errors, 0, len(errs))
+	for _, e := range errs {
+		if e.Field != "" || e.File == doc.File {
+			out = append(out, e)
+			continue
+		}
+		out = append(out, doc.Errorf(path, "%s", e.Error()))
+	}
+	return out
 }
 
 // manifestReferrer is an action that names manifests (apply, delete): Load reads and
@@ -235,7 +252,7 @@ func (s *Scenario) resolveManifest(parser manifest.Parser, files map[string]pars
 		case seen && f.errs != nil:
 			return nil // reported at the first reference
 		case f.errs != nil:
-			return f.errs
+			return referencedFileErrors(doc, p.Child("file").String(), f.errs)
 		case len(f.objs) == 0:
 			return yamlpos.Errors{doc.Errorf(p.Child("file").String(), "%s holds no objects", ref.File)}
 		}

@@ -19,7 +19,7 @@ type churnMeasurement struct{}
 
 func (churnMeasurement) Name() string { return "churn" }
 func (churnMeasurement) Doc() string {
-	return "What the last mixed churn with a prober saw: misroutes (connections to an endpoint a finished sync had removed), false refusals (a live Service refusing), other probe failures, the change rate achieved, and the probing node's syncs during the churn. Use `limits` to require 0 misroutes and 0 false refusals."
+	return "What the last mixed churn with a prober saw: misroutes (connections to an endpoint a finished sync had removed), false refusals (a live Service refusing), other probe failures, the change rate achieved, and the probing node's syncs during the churn. Use `limits` to require 0 misroutes and 0 false refusals. It fails by itself when its prober probed live Services fewer than params.minLiveProbes times (default: once per change) or more than params.maxFailedShare of those probes timed out or were reset (default 1%)."
 }
 
 // Metrics: churn figures are checked by limits, not by compare.
@@ -39,22 +39,61 @@ func (churnMeasurement) Metrics() []reports.Metric {
 // Decode reads ChurnParams (none).
 func (churnMeasurement) Decode(in Input) (Measuring, error) { return decodeParams[ChurnParams](in) }
 
-// ChurnParams are the churn measurement's parameters: none.
-type ChurnParams struct{}
-
-// Default does nothing.
-func (*ChurnParams) Default() {}
-
-// Validate needs a mixed churn with a prober before the step.
-func (*ChurnParams) Validate(v *Validation, p *field.Path) field.ErrorList {
-	if !v.ProbedChurn {
-		return field.ErrorList{field.Forbidden(p.Child("name"), "the churn measurement reads the prober of a mixed churn, and no step before this one runs one: add `churn: {pattern: mixed, ..., probe: {}}`")}
-	}
-	return nil
+// ChurnParams are the churn measurement's parameters: the bounds of its prober's verdict
+// (measure.ChurnBounds), checked whatever the limits say.
+type ChurnParams struct {
+	// MinLiveProbes is the fewest probes of live Services the verdict needs (default: one
+	// per change the churn made).
+	MinLiveProbes *int `json:"minLiveProbes,omitempty"`
+	// MaxFailedShare bounds the share of the probes of live Services that time out or
+	// are reset, 0-1 (default DefaultChurnMaxFailedShare).
+	MaxFailedShare *float64 `json:"maxFailedShare,omitempty"`
 }
 
-// Measure analyses the last probed churn.
-func (*ChurnParams) Measure(_ context.Context, s *Session) ([]reports.Measurement, error) {
+// DefaultChurnMaxFailedShare is ChurnParams.MaxFailedShare's default: 1% of the probes of
+// live Services may time out (churn-small here: 0.04-0.09% at a 100 ms probe timeout; a
+// backend that drops a tenth of the Services' traffic: about 10%).
+const DefaultChurnMaxFailedShare = 0.01
+
+// Default sets the failed share's bound (the probes' is set at run time, from the
+// churn's changes).
+func (p *ChurnParams) Default() {
+	if p.MaxFailedShare == nil {
+		v := DefaultChurnMaxFailedShare
+		p.MaxFailedShare = &v
+	}
+}
+
+// Validate needs a mixed churn with a prober before the step, and bounds in range.
+func (p *ChurnParams) Validate(v *Validation, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if !v.ProbedChurn {
+		errs = append(errs, field.Forbidden(path.Child("name"), "the churn measurement reads the prober of a mixed churn, and no step before this one runs one: add `churn: {pattern: mixed, ..., probe: {}}`"))
+	}
+	if p.MinLiveProbes != nil && *p.MinLiveProbes < 0 {
+		errs = append(errs, field.Invalid(path.Child("params", "minLiveProbes"), *p.MinLiveProbes, "must be >= 0"))
+	}
+	if f := p.MaxFailedShare; f != nil && !(*f >= 0 && *f <= 1) {
+		errs = append(errs, field.Invalid(path.Child("params", "maxFailedShare"), *f, "must be in range 0-1"))
+	}
+	return errs
+}
+
+// bounds are the churn's bounds for c.
+func (p *ChurnParams) bounds(c *churnRun) measure.ChurnBounds {
+	b := measure.ChurnBounds{MinLiveProbes: c.changes, MaxFailedShare: DefaultChurnMaxFailedShare}
+	if p.MinLiveProbes != nil {
+		b.MinLiveProbes = *p.MinLiveProbes
+	}
+	if p.MaxFailedShare != nil {
+		b.MaxFailedShare = *p.MaxFailedShare
+	}
+	return b
+}
+
+// Measure analyses the last probed churn. Beyond its bounds it returns its figures and
+// its verdict (ErrUnmet).
+func (p *ChurnParams) Measure(_ context.Context, s *Session) ([]reports.Measurement, error) {
 	c := s.churn
 	if c == nil || c.log == nil {
 		return nil, fmt.Errorf("churn: needs a mixed churn step with a probe before it")
@@ -82,9 +121,12 @@ func (*ChurnParams) Measure(_ context.Context, s *Session) ([]reports.Measuremen
 		if len(k.samples) == 0 {
 			continue // a kind of sync that did not happen: absent, not empty
 		}
-		p := maps.Clone(labels)
-		p["kind"] = k.kind
-		out = append(out, reports.Measurement{Name: measure.MeasureChurnSync, Params: p, Unit: reports.UnitSeconds, Samples: k.samples})
+		kp := maps.Clone(labels)
+		kp["kind"] = k.kind
+		out = append(out, reports.Measurement{Name: measure.MeasureChurnSync, Params: kp, Unit: reports.UnitSeconds, Samples: k.samples})
+	}
+	if err := res.Check(p.bounds(c)); err != nil {
+		return out, unmet(fmt.Errorf("churn: %w", err))
 	}
 	return out, nil
 }

@@ -188,7 +188,7 @@ func ParseProxyConfig(file string, data []byte) (ProxyConfig, []string, error) {
 	}
 	switch {
 	case len(docs) == 0:
-		return ProxyConfig{}, nil, &yamlpos.Error{File: file, Msg: "empty file: expected a KubeProxyConfiguration"}
+		return ProxyConfig{}, nil, &yamlpos.Error{File: file, Line: 1, Msg: "empty file (no YAML document, or only comments): expected a KubeProxyConfiguration"}
 	case len(docs) > 1:
 		return ProxyConfig{}, nil, &yamlpos.Error{File: file, Line: docs[1].Line(), Msg: "expected one KubeProxyConfiguration document, found more"}
 	}

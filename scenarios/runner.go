@@ -255,17 +255,31 @@ func (s *Session) run(ctx context.Context, op Opener) (err error) {
 		}
 	}
 	s.Logf("cluster up and synced in %.1fs", time.Since(start).Seconds())
-	for i := range sc.Steps {
-		if err := s.runStep(ctx, i); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.runSteps(ctx)
 }
 
-// runStep runs step i and records its failure: a case (unless the step recorded its own),
-// the nodes' state, and the end of the run unless the step may fail (continueOnFailure,
-// or a known failure on this backend).
+// runSteps runs every step. A failed step ends the run, unless it may fail
+// (continueOnFailure, or the verdict its known failure declares), or it declares a known
+// failure and failed for another reason: then the later steps still run, and its error
+// is returned at the end (the run failed; a known failure hides no run error).
+func (s *Session) runSteps(ctx context.Context) error {
+	var errs []error
+	for i := range s.Scenario.Steps {
+		err := s.runStep(ctx, i)
+		if err == nil {
+			continue
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil || !s.Scenario.Steps[i].KnownFailure.Declares(s.Backend) {
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// runStep runs step i and records its failure: a case (unless the step recorded its own)
+// and the nodes' state. It returns the failure as a *StepError unless the step may fail:
+// continueOnFailure, or the verdict (ErrUnmet) of a known failure on this backend.
 func (s *Session) runStep(ctx context.Context, i int) error {
 	st := &s.Scenario.Steps[i]
 	s.step = &stepState{ev: StepEvent{Backend: s.Backend, Index: i + 1, Total: len(s.Scenario.Steps), Label: s.Scenario.StepLabel(i)}, step: st, started: time.Now()}
@@ -289,13 +303,18 @@ func (s *Session) runStep(ctx context.Context, i int) error {
 		s.RecordCase(reports.Case{Name: name, Result: reports.CaseFail, Reason: serr.Error(), Duration: time.Since(s.step.started)})
 	}
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return &StepError{Step: name, Err: ctx.Err()}
 	}
 	s.saveState(ctx, i+1, name)
-	if st.ContinueOnFailure || st.KnownFailure.Declares(s.Backend) {
+	declared := st.KnownFailure.Declares(s.Backend)
+	if declared && !errors.Is(serr, ErrUnmet) {
+		// Not the failure declared (a timeout, an unreachable cluster): it fails the run.
+		return &StepError{Step: name, Err: serr}
+	}
+	if st.ContinueOnFailure || declared {
 		return nil
 	}
-	return fmt.Errorf("%s: %w", name, serr)
+	return &StepError{Step: name, Err: serr}
 }
 
 // saveState writes the nodes' state after failed step n (called name) to the state

@@ -266,7 +266,10 @@ func TestScenarioErrors(t *testing.T) {
 		{"known failure without reason", scenario("- wait: {synced: true}", "  knownFailure: {backends: [ipvs]}"), "", "steps[0].knownFailure.reason", "Required value", 14},
 		{"known failure of an unknown backend", scenario("- wait: {synced: true}", "  knownFailure: {reason: r, backends: [ipvz]}"), "", "steps[0].knownFailure.backends[0]", "Unsupported value", 14},
 		{"two documents", scenario() + "---\nkind: Scenario\n", "", "", "one document", 15},
-		{"empty file", "# nothing\n", "", "", "empty file", 0},
+		{"churn bound out of range", scenario("- churn: {pattern: add, services: 10, allAtOnce: true}", "- churn: {pattern: mixed, services: 10, rate: 5, duration: 1s, probe: {}}", "- measure: {name: churn, params: {maxFailedShare: 2}}"), "", "steps[2].measure.params.maxFailedShare", "0-1", 15},
+		{"empty file", "# nothing\n", "", "", "empty file", 1},
+		{"zero bytes", "", "", "", "empty file", 1},
+		{"only a document marker", "---\n", "", "", "empty file", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseScenario("s.yaml", []byte(tc.src), "examples")

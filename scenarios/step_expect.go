@@ -59,7 +59,9 @@ type ExpectStep struct {
 	// protocol, or TCP for a literal address).
 	Protocol string `json:"protocol,omitempty"`
 	// Count is the number of probes, 1-100000 (default 1 for reachable, refused, dropped
-	// and sourceIPPreserved; 100 for allEndpoints, sameBackend and distribution).
+	// and sourceIPPreserved; 100 for allEndpoints, sameBackend and distribution). A
+	// distribution sends at least check.DistributionProbes for its endpoints (476 for 3),
+	// so that a skewed selection cannot pass.
 	Count int `json:"count,omitempty"`
 	// Expectation is what must be observed: reachable, refused, dropped, allEndpoints,
 	// sameBackend, distribution, sourceIPPreserved or httpStatus.
@@ -334,12 +336,17 @@ func (e *ExpectStep) probe(ctx context.Context, s *Session) (string, error) {
 		interval = e.Interval.Duration
 	}
 	target := probe.Destination{Addr: addr, Protocol: proto}
-	tally := check.ProbeN(ctx, pr, target, e.Count, probe.Options{Timeout: probeTimeout, SourcePort: uint16(e.SourcePort)}, interval)
-	evidence := fmt.Sprintf("%s → %s/%s: %d probes: %s; answers %v%s", from.Name, addr, proto, tally.N, tally.ClassSummary(), tally.Pods, note)
-	if tally.N < e.Count {
-		return evidence, fmt.Errorf("only %d of %d probes sent before the step's timeout", tally.N, e.Count)
+	count := e.Count
+	if e.Expectation == ExpectDistribution && sp != nil {
+		// Enough probes that the shares' test catches a skewed selection.
+		count = check.DistributionProbes(len(readyPods(s.Cluster, sp)), count)
 	}
-	return evidence, e.judge(s.Cluster, from, sp, tally)
+	tally := check.ProbeN(ctx, pr, target, count, probe.Options{Timeout: probeTimeout, SourcePort: uint16(e.SourcePort)}, interval)
+	evidence := fmt.Sprintf("%s → %s/%s: %d probes: %s; answers %v%s", from.Name, addr, proto, tally.N, tally.ClassSummary(), tally.Pods, note)
+	if tally.N < count {
+		return evidence, fmt.Errorf("only %d of %d probes sent before the step's timeout", tally.N, count)
+	}
+	return evidence, unmet(e.judge(s.Cluster, from, sp, tally)) // the probes ran: a failure is the verdict
 }
 
 // judge says whether the tally is what the expectation wants.

@@ -116,6 +116,12 @@ func (m *MeasureStep) Validate(v *Validation, p *field.Path) field.ErrorList {
 func (m *MeasureStep) Run(ctx context.Context, s *Session) error {
 	ms, err := m.Measuring.Measure(ctx, s)
 	rerr := s.Record(ms...) // what was measured is kept, even when the measurement failed
+	if errors.Is(err, ErrUnmet) && len(ms) > 0 && rerr == nil {
+		// The measurement judged what it measured (the churn's bounds): its verdict is a
+		// case, and the limits are checked as well.
+		s.RecordCase(reports.Case{Result: reports.CaseFail, Reason: err.Error()})
+		return errors.Join(err, m.checkLimits(s, ms))
+	}
 	if err != nil {
 		return errors.Join(err, rerr)
 	}
@@ -151,6 +157,7 @@ type evidencer interface {
 // fails when any is exceeded.
 func (m *MeasureStep) checkLimits(s *Session, out []reports.Measurement) error {
 	var errs []error
+	allMeasured := true // every failed limit has a figure: the failure is the verdict
 	for _, name := range slices.Sorted(maps.Keys(m.Limits)) {
 		limit := m.Limits[name]
 		c := reports.Case{Name: fmt.Sprintf("%s <= %s", name, strconv.FormatFloat(limit, 'g', -1, 64)), Result: reports.CasePass}
@@ -182,8 +189,12 @@ func (m *MeasureStep) checkLimits(s *Session, out []reports.Measurement) error {
 		}
 		if c.Result == reports.CaseFail {
 			errs = append(errs, errors.New(c.Reason))
+			allMeasured = allMeasured && found
 		}
 		s.RecordCase(c)
+	}
+	if allMeasured {
+		return unmet(errors.Join(errs...))
 	}
 	return errors.Join(errs...)
 }

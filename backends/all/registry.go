@@ -97,7 +97,7 @@ func registry() []entry {
 				Family: FamilyIPTablesNFT, Mode: ModeIPTables, ModeDefault: true,
 				Dump: dumpIPTablesNFT, CountRules: iptables.CountSavedRules, Normalizer: normalizeIPTables,
 				Caps:     Capabilities{WholeTableCache: true},
-				Variants: "iptables@" + variantWholeTableCache + " (the whole-table cache hint on), iptables@" + variantSame + " (the same backend under another name, for A = B runs) or iptables@" + variantSlowPrefix + "N (every sync N% slower, to prove the A/B gate)",
+				Variants: "iptables@" + variantWholeTableCache + " (the whole-table cache hint on), iptables@" + variantSame + " (the same backend under another name, for A = B runs), iptables@" + variantSlowPrefix + "N (every sync N% slower, to prove the A/B gate), iptables@" + variantSkew + " (endpoint rules at probability 1/n, the classic bug, to prove the distribution checks) or iptables@" + variantBlackholePrefix + "N (N% of the Services' traffic dropped, to prove the churn's bounds)",
 			},
 			build: func(n Node, s Settings, variant string) (backends.Backend, error) {
 				lock, err := lockFile(n, s)
@@ -111,8 +111,14 @@ func registry() []entry {
 				if variant == variantSame {
 					o.Name = Reference("iptables", variant)
 				}
+				if variant == variantSkew {
+					o.Name, o.NaiveProbabilities = Reference("iptables", variant), true
+				}
 				if slow, ok, _ := parseSlow(variant); ok {
 					return &slowed{Backend: iptables.New(o), name: Reference("iptables", variant), slowdown: slow}, nil
+				}
+				if share, ok, _ := parseBlackhole(variant); ok {
+					return &blackholed{Backend: iptables.New(o), name: Reference("iptables", variant), share: share}, nil
 				}
 				return iptables.New(o), nil
 			},
@@ -120,8 +126,11 @@ func registry() []entry {
 				if _, ok, err := parseSlow(v); ok {
 					return err
 				}
-				if v != variantWholeTableCache && v != variantSame {
-					return fmt.Errorf("want %s, %s or %sN", variantWholeTableCache, variantSame, variantSlowPrefix)
+				if _, ok, err := parseBlackhole(v); ok {
+					return err
+				}
+				if v != variantWholeTableCache && v != variantSame && v != variantSkew {
+					return fmt.Errorf("want %s, %s, %s, %sN or %sN", variantWholeTableCache, variantSame, variantSkew, variantSlowPrefix, variantBlackholePrefix)
 				}
 				return nil
 			},

@@ -51,6 +51,11 @@ type Options struct {
 	// same; kube-proxy does not do this, so it is off by default and results say when it
 	// was on. Ignored by the legacy flavour, which has no such list.
 	WholeTableCache bool
+	// NaiveProbabilities writes every endpoint rule of a Service but the last with
+	// probability 1/n (n its endpoints) instead of 1/(n-i): the classic bug of early
+	// proxies, which skews the shares (1/3, 2/9, 4/9 for 3 endpoints). It exists only for
+	// iptables@skew, which proves that the distribution checks catch it.
+	NaiveProbabilities bool
 }
 
 // Backend is the "iptables" proxy mode: one `iptables-restore --noflush --counters` per sync,
@@ -86,6 +91,7 @@ func New(opts Options) *Backend {
 
 func newBackend(opts Options, ex execer, ct conntrack.Table) *Backend {
 	b := &Backend{opts: opts, exec: ex, synced: synced.New(ct), gen: NewGenerator(opts.MasqueradeBit), hintWork: cacheHintWork}
+	b.gen.naive = opts.NaiveProbabilities
 	b.ipt, b.restore, b.save = opts.Flavor.Binaries()
 	if opts.LockFile != "" {
 		b.env = []string{"XTABLES_LOCKFILE=" + opts.LockFile}

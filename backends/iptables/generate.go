@@ -65,6 +65,7 @@ type Generator struct {
 	scratch                                        []byte
 	probs                                          []string
 	rules                                          int
+	naive                                          bool // Options.NaiveProbabilities
 }
 
 // NewGenerator returns a generator whose KUBE-MARK-MASQ sets bit masqueradeBit (0..31;
@@ -570,7 +571,11 @@ func (g *Generator) toEndpoints(sp *backends.ServicePort, name, chain string, ep
 		epComment(ep)
 		if i < n-1 {
 			nr.WriteString(" -m statistic --mode random --probability ")
-			nr.WriteString(g.probability(n - i))
+			if g.naive {
+				nr.WriteString(g.probability(n)) // the bug iptables@skew reproduces
+			} else {
+				nr.WriteString(g.probability(n - i))
+			}
 		}
 		jump(nr, chainOf(ep))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/reports"
 	"kpbench.dev/kpbench/scenarios/check"
 )
@@ -148,9 +149,7 @@ func TestRunVerdict(t *testing.T) {
 // TestRunBadInput: run's own rejection branches exit 2 before anything is built (the
 // scenario refusals are TestRunRefusesBeforeTheLab's).
 func TestRunBadInput(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("run checks root before its arguments")
-	}
+	testutil.RequireRoot(t) // run checks root before its arguments
 	good := filepath.Join("..", "..", "scenarios", "examples", "nginx-nodeport.scenario.yaml")
 	for _, tt := range []struct {
 		name, want string

@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestExitCodesForBadInput(t *testing.T) {
@@ -22,6 +26,15 @@ func TestExitCodesForBadInput(t *testing.T) {
 		{"unknown lab", []string{"lab", "status", "--name", "nope", "--registry", t.TempDir()}, exitBadInput, "no such lab"},
 		{"stray argument", []string{"version", "extra"}, exitBadInput, "accepts 0 arg"},
 		{"version", []string{"version"}, exitOK, ""},
+		{"--version", []string{"--version"}, exitOK, ""},
+		{"help of a command", []string{"help", "lab", "up"}, exitOK, ""},
+		{"help of no command", []string{"help", "nosuch"}, exitBadInput, `unknown help topic "nosuch"`},
+		{"help of a misspelt command", []string{"help", "conforn"}, exitBadInput, "did you mean conform?"},
+		{"help of no subcommand", []string{"help", "lab", "bogus"}, exitBadInput, `unknown help topic "lab bogus"`},
+		{"validate: empty file", []string{"validate", emptyFile(t, "")}, exitBadInput, "empty.yaml:1: empty file"},
+		{"validate: only a comment", []string{"validate", emptyFile(t, "# later\n")}, exitBadInput, "empty.yaml:1: empty file"},
+		{"validate: only a document marker", []string{"validate", emptyFile(t, "---\n")}, exitBadInput, "empty.yaml:1: empty file"},
+		{"run: empty scenario", []string{"run", emptyFile(t, "# later\n")}, exitBadInput, "empty.yaml:1: empty file"},
 		{"unknown command", []string{"bogus"}, exitBadInput, `unknown command "bogus" for "kpbench"`},
 		{"misspelt command", []string{"conforn"}, exitBadInput, "did you mean conform?"},
 		{"unknown subcommand", []string{"lab", "bogus"}, exitBadInput, `unknown command "bogus" for "kpbench lab"`},
@@ -43,4 +56,21 @@ func TestExitCodesForBadInput(t *testing.T) {
 			assert.Contains(t, errOut.String(), tt.wantErr)
 		})
 	}
+}
+
+// emptyFile writes a scenario file with no document in it (data: nothing, a comment, a
+// document marker) and returns its path.
+func emptyFile(t *testing.T, data string) string {
+	path := filepath.Join(t.TempDir(), "empty.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(data), 0o644))
+	return path
+}
+
+// TestVersionFlag: --version prints what the version command prints.
+func TestVersionFlag(t *testing.T) {
+	var cmdOut, flagOut bytes.Buffer
+	require.Equal(t, exitOK, run([]string{"version"}, &cmdOut, io.Discard))
+	require.Equal(t, exitOK, run([]string{"--version"}, &flagOut, io.Discard))
+	assert.Equal(t, cmdOut.String(), flagOut.String())
+	assert.Contains(t, flagOut.String(), "kpbench ")
 }

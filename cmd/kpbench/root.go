@@ -85,8 +85,51 @@ and measures them with real traffic.`,
 		Args:          cobra.NoArgs,
 	}
 	root.AddCommand(newLabCmd(), newClusterCmd(), newCheckCmd(), newRunCmd(), newConformCmd(), newReportCmd(), newCompareCmd(), newGateCmd(), newVMCmd(), newToolsCmd(), newVersionCmd(), newDiffRulesCmd(), newValidateCmd())
+	root.SetHelpCommand(newHelpCmd())
+	addVersionFlag(root)
 	refuseUnknownSubcommands(root)
 	return root
+}
+
+// newHelpCmd is cobra's help command, except that a topic naming no command is bad
+// input (exit 2 with the closest names) instead of the root's help and exit 0: a typo in
+// a script must fail.
+func newHelpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		Long:  "help prints the help of any command: kpbench help lab up.",
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			cmd, _, err := c.Root().Find(args)
+			if err != nil || cmd == nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var names []string
+			for _, sub := range cmd.Commands() {
+				if sub.IsAvailableCommand() && strings.HasPrefix(sub.Name(), toComplete) {
+					names = append(names, sub.Name())
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err == nil && cmd != nil && len(rest) == 0 {
+				return cmd.Help()
+			}
+			parent := c.Root()
+			if cmd != nil {
+				parent = cmd
+			}
+			msg := fmt.Sprintf("unknown help topic %q", strings.Join(args, " "))
+			if len(rest) > 0 {
+				if s := parent.SuggestionsFor(rest[0]); len(s) > 0 {
+					msg += fmt.Sprintf("; did you mean %s?", strings.Join(s, ", "))
+				}
+			}
+			return badInput("%s\nsee '%s --help'", msg, parent.CommandPath())
+		},
+	}
 }
 
 // refuseUnknownSubcommands makes every command that only groups others (root, lab, vm...)

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/internal/toolroot"
 	"kpbench.dev/kpbench/scenarios"
 )
@@ -72,7 +73,7 @@ func TestToolsBadInput(t *testing.T) {
 
 func TestToolsListAndPrepareHost(t *testing.T) {
 	if _, err := os.Stat("/usr/sbin/nft"); err != nil {
-		t.Skip("the host has no nft (make deps installs it)")
+		testutil.Missing(t, "the host has no nft (make deps installs it)")
 	}
 	dir := t.TempDir()
 	code, stdout, stderr := runToolsCLI(t, "tools", "prepare", "host", "--cache-dir", dir)

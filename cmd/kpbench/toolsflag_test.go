@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"kpbench.dev/kpbench/internal/testutil"
 )
 
 // fakeToolsCache returns a tools cache holding an (empty) prepared debian:trixie root:
@@ -48,8 +49,8 @@ func TestToolsFlagBadInput(t *testing.T) {
 	for cmdName, base := range commands {
 		for _, tt := range tests {
 			t.Run(cmdName+"/"+tt.name, func(t *testing.T) {
-				if tt.needRoot && os.Geteuid() != 0 {
-					t.Skip("needs root: the backends are checked after the root check")
+				if tt.needRoot {
+					testutil.RequireRoot(t) // the backends are checked after the root check
 				}
 				var out, errOut bytes.Buffer
 				code := run(append(append([]string{}, base...), tt.args...), &out, &errOut)

@@ -93,9 +93,11 @@ func validateFile(w onceWriter, path string, backends []string) error {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
 	}
-	if len(docs) > 0 {
-		_ = yamlpos.Decoder{OnUnknownField: func(*field.Path, *yaml.Node, *yaml.Node) {}}.Decode(docs[0], &head)
+	if len(docs) == 0 {
+		// Nothing to check is not valid: a file emptied by mistake would pass.
+		return &yamlpos.Error{File: path, Line: 1, Msg: "empty file (no YAML document, or only comments): expected a Scenario, a KubeProxyConfiguration or Kubernetes manifests"}
 	}
+	_ = yamlpos.Decoder{OnUnknownField: func(*field.Path, *yaml.Node, *yaml.Node) {}}.Decode(docs[0], &head)
 	switch {
 	case head.Kind == scenarios.Kind || head.APIVersion == scenarios.APIVersion:
 		sc, err := scenarios.ParseScenarioDocs(path, docs, filepath.Dir(path)) // parsed once (issue 21)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/lab"
 )
 
@@ -58,9 +59,7 @@ func TestValidateRefuses(t *testing.T) {
 // anything: no lab is started (its first progress line) and no namespace of this process
 // exists afterwards.
 func TestRunRefusesBeforeTheLab(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("run needs root before it reads the scenario; validation is tested without it above")
-	}
+	testutil.RequireRoot(t) // run needs root before it reads the scenario; validation is tested without it above
 	before := ownNamespaces(t)
 	for _, tc := range refusals {
 		t.Run(tc.name, func(t *testing.T) {

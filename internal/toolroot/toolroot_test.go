@@ -325,18 +325,6 @@ func TestHostMirror(t *testing.T) {
 	}
 }
 
-func TestReadVersionsHost(t *testing.T) {
-	if _, err := os.Stat("/usr/sbin/nft"); err != nil {
-		t.Skip("the host has no nft (make deps installs it)")
-	}
-	v, err := ReadVersions(context.Background(), "/")
-	require.NoError(t, err)
-	require.Len(t, v, len(Tools()))
-	assert.Regexp(t, `^nftables v\d+\.\d+`, v.Get("nft"))
-	assert.Regexp(t, `^iptables v\d+\.\d+\.\d+ \(nf_tables\)`, v.Get("iptables"))
-	assert.Regexp(t, `^iptables v\d+\.\d+\.\d+ \(legacy\)`, v.Get("iptables-legacy"))
-}
-
 func TestReadVersionsNoNft(t *testing.T) {
 	_, err := ReadVersions(context.Background(), t.TempDir())
 	assert.ErrorContains(t, err, "no usable nft")

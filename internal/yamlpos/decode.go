@@ -192,7 +192,11 @@ func (d *decoder) errorf(n *yaml.Node, format string, args ...any) {
 	if n != nil {
 		line = n.Line
 	}
-	d.errs = append(d.errs, &Error{File: d.doc.File, Line: line, Field: d.doc.FieldString(d.path().String()), Msg: fmt.Sprintf(format, args...)})
+	p := ""
+	if fp := d.path(); fp != nil { // the document itself has no field name
+		p = fp.String()
+	}
+	d.errs = append(d.errs, &Error{File: d.doc.File, Line: line, Field: d.doc.FieldString(p), Msg: fmt.Sprintf(format, args...)})
 }
 
 var (
@@ -374,6 +378,12 @@ func fieldByIndex(v reflect.Value, index []int) reflect.Value {
 
 func (d *decoder) structValue(n *yaml.Node, v reflect.Value, ti *typeInfo) {
 	if n.Kind != yaml.MappingNode {
+		if len(d.segs) == 0 {
+			// The whole document: perhaps a file that is not ours (a passwd file reads as
+			// one long string); say what it is, without echoing its content.
+			d.errorf(n, "the document is %s, not a mapping (an object with fields)", kindOf(n))
+			return
+		}
 		d.errorf(n, "Invalid value: %s: expected a mapping (an object with fields)", describe(n))
 		return
 	}
@@ -565,6 +575,26 @@ func describe(n *yaml.Node) string {
 			return fmt.Sprintf("%q", v)
 		}
 		return v
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	default:
+		return "a value"
+	}
+}
+
+// kindOf names a node's kind without its value ("a string", "a list").
+func kindOf(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!str":
+			return "a string"
+		case "!!null":
+			return "null"
+		}
+		return "a scalar"
 	case yaml.MappingNode:
 		return "a mapping"
 	case yaml.SequenceNode:

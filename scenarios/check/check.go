@@ -74,7 +74,8 @@ type Outcome struct {
 // Options tune the checks.
 type Options struct {
 	// PerEndpoint is how many requests per expected endpoint a path sends (default 20, the
-	// minimum for a meaningful chi-square test); at least MinRequests (default 30).
+	// minimum for a meaningful chi-square test); at least MinRequests (default 30), and,
+	// where the shares are judged, at least DistributionProbes.
 	PerEndpoint, MinRequests int
 	// Timeout of one probe (default 2s; drops are expected to time out).
 	Timeout time.Duration
@@ -307,6 +308,9 @@ func checkPath(ctx context.Context, c Cluster, o Options, sp *backends.ServicePo
 		warmup = converge(ctx, pr, target, expected, probe.Options{Timeout: o.Timeout})
 	}
 	n := max(o.MinRequests, o.PerEndpoint*len(p.expected))
+	if !o.ReachabilityOnly && !sp.AffinityClientIP {
+		n = DistributionProbes(len(p.expected), n) // shares judged: enough to catch a skew
+	}
 	tally := ProbeN(ctx, pr, target, n, probe.Options{Timeout: o.Timeout}, 0)
 	out.Counts = tally.Pods
 	var unexpected []string

@@ -228,6 +228,10 @@ type ChurnResult struct {
 	// as MeasureChurnMisroutes, MeasureChurnFalseRefusals and MeasureChurnProbeFailures.
 	Probes                                  int
 	Misroutes, FalseRefusals, OtherFailures int
+	// LiveProbes counts the probes of live Services (programmed before the probe began,
+	// not deleted while it ran): those that must be answered, which FalseRefusals and
+	// OtherFailures are among.
+	LiveProbes int
 	// Examples describe the first misroutes and false refusals (evidence).
 	Examples []string
 }
@@ -333,6 +337,9 @@ func (l *ChangeLog) Analyze(syncs []agent.SyncRecord) ChurnResult {
 				live = false // a delete in flight
 			}
 		}
+		if live {
+			res.LiveProbes++
+		}
 		switch {
 		case o.Class == probe.OK && !allowed[o.Pod]:
 			res.Misroutes++
@@ -378,6 +385,29 @@ func (l *ChangeLog) refusalEvidence(o Observation, cur version, ends []time.Time
 		overlap, later[probe.OK], later[probe.Refused], laterAll-later[probe.OK]-later[probe.Refused])
 }
 
+// ChurnBounds are what a churn's prober must show besides the limits on its figures:
+// enough probes of live Services for its verdict to mean something, and few of them lost.
+// Without them a backend that drops a Service's traffic passes: its probes time out,
+// which is neither a misroute nor a refusal.
+type ChurnBounds struct {
+	// MinLiveProbes is the fewest probes of live Services the verdict needs.
+	MinLiveProbes int
+	// MaxFailedShare bounds the share of the probes of live Services that failed
+	// otherwise than by a refusal (timeouts, resets: OtherFailures / LiveProbes).
+	MaxFailedShare float64
+}
+
+// Check returns why r is beyond b, or nil.
+func (r ChurnResult) Check(b ChurnBounds) error {
+	if r.LiveProbes < b.MinLiveProbes {
+		return fmt.Errorf("too few probes to judge: %d of live Services (%d in all), at least %d needed", r.LiveProbes, r.Probes, b.MinLiveProbes)
+	}
+	if r.LiveProbes > 0 && float64(r.OtherFailures) > b.MaxFailedShare*float64(r.LiveProbes) {
+		return fmt.Errorf("%d of %d probes of live Services timed out or were reset (%.2f%%), more than %g%%", r.OtherFailures, r.LiveProbes, 100*float64(r.OtherFailures)/float64(r.LiveProbes), 100*b.MaxFailedShare)
+	}
+	return nil
+}
+
 // LatencyMeasurements are both halves of programming latency (to the end of the sync, to
 // the first probe that saw the change), with the changes counted in Extra.
 func (r ChurnResult) LatencyMeasurements(extra map[string]string) []Measurement {
@@ -406,7 +436,7 @@ func (r ChurnResult) CorrectnessMeasurements(extra map[string]string) []Measurem
 // measurement is one measurement of the churn, with extra as its params and the numbers
 // of probes and of changes per kind in Extra.
 func (r ChurnResult) measurement(name string, extra map[string]string, unit string, samples []float64) Measurement {
-	m := Measurement{Name: name, Params: params(), Unit: unit, Samples: samples, Extra: map[string]float64{"probes": float64(r.Probes)}}
+	m := Measurement{Name: name, Params: params(), Unit: unit, Samples: samples, Extra: map[string]float64{"probes": float64(r.Probes), "live_probes": float64(r.LiveProbes)}}
 	for k, v := range extra {
 		m.Params[k] = v
 	}

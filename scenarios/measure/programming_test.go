@@ -133,3 +133,39 @@ func TestChangeLogPending(t *testing.T) {
 	assert.Empty(t, l.Pending(t0.Add(12*time.Second), 10*time.Second), "past the deadline")
 	assert.ElementsMatch(t, []string{"ns/a", "ns/b"}, l.Recent(t0.Add(2*time.Second), 3*time.Second))
 }
+
+// TestChurnBounds: a churn whose prober saw too few live probes, or lost too many of
+// them to timeouts, fails; one within both bounds passes.
+func TestChurnBounds(t *testing.T) {
+	b := ChurnBounds{MinLiveProbes: 100, MaxFailedShare: 0.01}
+	tests := []struct {
+		name    string
+		res     ChurnResult
+		wantErr string
+	}{
+		{"within the bounds", ChurnResult{Probes: 1200, LiveProbes: 1000, OtherFailures: 10}, ""},
+		{"too few probes", ChurnResult{Probes: 120, LiveProbes: 99}, "too few probes to judge: 99 of live Services (120 in all), at least 100"},
+		{"a Service's traffic dropped", ChurnResult{Probes: 1200, LiveProbes: 1000, OtherFailures: 11}, "11 of 1000 probes of live Services timed out or were reset (1.10%), more than 1%"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.res.Check(b)
+			if tt.wantErr == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, tt.wantErr)
+		})
+	}
+	// Analyze counts the live probes: a timeout of a live Service is one, a probe of a
+	// Service not programmed yet is not.
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	l := NewChangeLog()
+	l.Baseline("ns/a", netip.MustParseAddrPort("10.96.0.10:80"), []string{"pod-a"})
+	l.Record(Change{Kind: ChangeAdd, Service: "ns/new", Trigger: t0, RV: 5, Pods: []string{"pod-x"}}, netip.MustParseAddrPort("10.96.0.11:80"))
+	l.Observe(Observation{Service: "ns/a", Start: t0, End: t0.Add(time.Millisecond), Class: probe.Timeout})
+	l.Observe(Observation{Service: "ns/new", Start: t0, End: t0.Add(time.Millisecond), Class: probe.Timeout})
+	res := l.Analyze([]agent.SyncRecord{{Start: t0.Add(time.Second), End: t0.Add(2 * time.Second), ResourceVersion: 5}})
+	assert.Equal(t, 1, res.LiveProbes)
+	assert.Equal(t, 1, res.OtherFailures)
+}
