@@ -12,51 +12,57 @@ import (
 )
 
 // A question is one row of the answers table: which backend did best at one figure, for
-// each size of the run. It selects measurements by name and parameters (pooling the
-// samples of every measurement it selects for one backend and size, e.g. the lookups of
-// the first, middle and last Service), and reads one statistic of the pooled samples.
+// each size of the run. A measurement declares its questions (Measure); a question selects
+// that measurement's measurements by parameters (pooling the samples of every
+// measurement it selects for one backend and size, e.g. the lookups of the first, middle
+// and last Service), and reads one statistic of the pooled samples.
 type question struct {
-	// Title names the figure for readers ("full sync").
+	// Title names the figure for readers ("full sync"). Measurements that declare a
+	// question of the same title share its row: the first of them, in Measures order,
+	// that a run has answers it (so a newer and an older name of one figure share a row).
 	Title string
-	// Names are the measurement names the question reads (the first one a run has wins,
-	// so newer and older names of one figure can share a row).
-	Names []string
 	// Match holds parameters a measurement must have; Exclude parameters it must not.
 	Match, Exclude map[string]string
 	// Stat is the statistic compared: "p50" or "p99".
 	Stat string
-	// Better is the direction used when the results declare none for the measurement
-	// (files written before declarations existed): the unit's rule, and lower for the
-	// kernel memory that the unit rule leaves undirected.
-	Better Better
+	// Pooling, when set, says what the row pools, under the answers of report.html.
+	Pooling string
 }
 
-// questions are the rows of the answers table, in the order issue 23 asks them.
-var questions = []question{
-	{Title: "full sync", Names: []string{MeasureSync}, Match: map[string]string{"kind": "full"}, Stat: "p50", Better: LowerIsBetter},
-	{Title: "partial sync (one Service changed)", Names: []string{MeasureSync}, Match: map[string]string{"kind": "partial"}, Stat: "p50", Better: LowerIsBetter},
-	{Title: "first-packet latency p50", Names: []string{MeasureLookup}, Exclude: map[string]string{"position": "established"}, Stat: "p50", Better: LowerIsBetter},
-	{Title: "first-packet latency p99", Names: []string{MeasureLookup}, Exclude: map[string]string{"position": "established"}, Stat: "p99", Better: LowerIsBetter},
-	{Title: "programming latency p50", Names: []string{MeasureProgrammingLatency}, Stat: "p50", Better: LowerIsBetter},
-	{Title: "programming latency p99", Names: []string{MeasureProgrammingLatency}, Stat: "p99", Better: LowerIsBetter},
-	{Title: "new connections per second", Names: []string{MeasureThroughputConnections, MeasureThroughput}, Stat: "p50", Better: HigherIsBetter},
-	{Title: "kernel memory of the rules", Names: []string{MeasureRulesMemory}, Stat: "p50", Better: LowerIsBetter},
+// askedQuestion is a question with the measurement it reads.
+type askedQuestion struct {
+	question
+	measurement string
 }
 
-// MeasureRulesMemory is the kernel memory the rules of a full sync hold (unreclaimable
-// slab plus vmalloc growth since a settled baseline, host-wide); Params "services".
-// Unit "bytes".
-const MeasureRulesMemory = "rules-memory"
+// questions returns the rows of the answers table, in order: each title once, with
+// the measurements that may answer it, in Measures order.
+func questions() []questionRow {
+	var rows []questionRow
+	for _, m := range Measures() {
+		for _, q := range m.questions {
+			i := slices.IndexFunc(rows, func(r questionRow) bool { return r.Title == q.Title })
+			if i < 0 {
+				rows = append(rows, questionRow{Title: q.Title})
+				i = len(rows) - 1
+			}
+			rows[i].asked = append(rows[i].asked, askedQuestion{q, m.Name})
+		}
+	}
+	return rows
+}
+
+// questionRow is one row of the answers table: its title and the questions that may
+// answer it, the first a run has winning.
+type questionRow struct {
+	Title string
+	asked []askedQuestion
+}
 
 // selects reports whether q reads m.
-func (q question) selects(m *Measurement, name string) bool {
-	if m.Name != name || !m.Measured() {
+func (q askedQuestion) selects(m *Measurement) bool {
+	if m.Name != q.measurement || !m.Measured() || !hasParams(m, q.Match) {
 		return false
-	}
-	for k, v := range q.Match {
-		if m.Params[k] != v {
-			return false
-		}
 	}
 	for k, v := range q.Exclude {
 		if m.Params[k] == v {
@@ -64,6 +70,11 @@ func (q question) selects(m *Measurement, name string) bool {
 		}
 	}
 	return true
+}
+
+// reads returns whether any question of the row reads m.
+func (row questionRow) reads(m *Measurement) bool {
+	return slices.ContainsFunc(row.asked, func(q askedQuestion) bool { return q.selects(m) })
 }
 
 // standing is one backend's pooled samples for one question and size.
@@ -120,7 +131,9 @@ func (a answer) ratioTo(i int) (float64, bool) {
 
 // answerRow is one question across the sizes of a run.
 type answerRow struct {
-	Question question
+	// Question is the question that answered the row (of the first measurement of the
+	// row the run has).
+	Question askedQuestion
 	// Cells is indexed like answersTable.Sizes.
 	Cells []answer
 }
@@ -135,7 +148,7 @@ type answersTable struct {
 
 // answers computes the answers table of r. Figures are compared only within r (one
 // environment), only among backends that measured the same figure, by the direction the
-// results declare for the measurement (else the question's).
+// results declare for the measurement (else kpbench's declaration of it).
 func answers(r *Results) answersTable {
 	var t answersTable
 	sizeSet := map[string]bool{}
@@ -143,25 +156,22 @@ func answers(r *Results) answersTable {
 	pooled := map[key][]float64{}
 	units := map[key]string{}
 	better := map[string]Better{}
-	for _, q := range questions {
-		name := ""
-		for _, n := range q.Names { // the first name the run has
-			if slices.ContainsFunc(points(r), func(p point) bool { return q.selects(p.m, n) }) {
-				name = n
-				break
-			}
-		}
-		if name == "" {
+	asked := map[string]askedQuestion{}
+	rows := questions()
+	for _, row := range rows {
+		i := slices.IndexFunc(row.asked, func(q askedQuestion) bool { // the first the run has
+			return slices.ContainsFunc(points(r), func(p point) bool { return q.selects(p.m) })
+		})
+		if i < 0 {
 			continue
 		}
-		better[q.Title] = q.Better
+		q := row.asked[i]
+		asked[q.Title] = q
 		for _, p := range points(r) {
-			if !q.selects(p.m, name) {
+			if !q.selects(p.m) {
 				continue
 			}
-			if d, ok := declared(r, p.m); ok {
-				better[q.Title] = d.Better
-			}
+			better[q.Title] = betterOf(r, p.m)
 			size := p.m.Params["services"]
 			sizeSet[size] = true
 			k := key{q.Title, size, p.backend}
@@ -170,8 +180,9 @@ func answers(r *Results) answersTable {
 		}
 	}
 	t.Sizes = slices.SortedFunc(maps.Keys(sizeSet), compareSizes)
-	for _, q := range questions {
-		if _, ok := better[q.Title]; !ok {
+	for _, qr := range rows {
+		q, ok := asked[qr.Title]
+		if !ok {
 			continue
 		}
 		row := answerRow{Question: q}
@@ -212,23 +223,12 @@ func answers(r *Results) answersTable {
 	return t
 }
 
-// declared returns the declaration r holds for m (none in files written before
-// declarations existed).
-func declared(r *Results, m *Measurement) (Metric, bool) {
-	return MetricOf(r.Metrics, m)
-}
-
-// betterOf is the direction of m: declared in r, else the direction of the question
-// that reads it (kernel memory: lower), else the unit's rule (time: lower, rates:
-// higher, counts and bytes: none).
+// betterOf is the direction of m: declared in r, else as kpbench declared it for files
+// without declarations (LegacyMetrics), else as it declares it today, else the unit's
+// rule (time: lower, rates: higher, counts and bytes: none).
 func betterOf(r *Results, m *Measurement) Better {
-	if d, ok := declared(r, m); ok {
+	if d, ok := metricOf(r, m); ok {
 		return d.Better
-	}
-	for _, q := range questions {
-		if slices.ContainsFunc(q.Names, func(n string) bool { return q.selects(m, n) }) {
-			return q.Better
-		}
 	}
 	lower, ok := lowerIsBetter(m.Unit)
 	switch {

@@ -1,7 +1,6 @@
 package reports
 
 import (
-	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -10,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-
-	"gonum.org/v1/gonum/stat/distuv"
 
 	"kpbench.dev/kpbench/reports/stats"
 )
@@ -205,18 +202,19 @@ func Compare(oldRun, newRun *Results, opts CompareOptions) *Comparison {
 	oldOrder, oldBy := index(oldRun)
 	newOrder, newBy := index(newRun)
 	c := &Comparison{Options: opts}
+	legacy := LegacyMetrics()
 	decl := func(cl mcell) Metric {
 		d, ok := MetricOf(newRun.Metrics, cl.m)
 		if !ok {
 			d, ok = MetricOf(oldRun.Metrics, cl.m)
 		}
 		if ok {
-			if l, lok := MetricOf(LegacyMetrics, cl.m); lok && d.Control == nil {
+			if l, lok := MetricOf(legacy, cl.m); lok && d.Control == nil {
 				d.Control = l.Control // files declared before controls were
 			}
 			return d
 		}
-		if d, ok := MetricOf(LegacyMetrics, cl.m); ok {
+		if d, ok := MetricOf(legacy, cl.m); ok {
 			return d
 		}
 		lower, directed := lowerIsBetter(cl.m.Unit)
@@ -345,7 +343,7 @@ func judgeExact(d *Delta) {
 }
 
 // judgeLocation fills P, Test and Verdict of a location metric both runs measured.
-func judgeLocation(d *Delta, oldS, newS []float64, opts CompareOptions, pool pooled) {
+func judgeLocation(d *Delta, oldS, newS []float64, opts CompareOptions, pool stats.LogNoise) {
 	d.Verdict = VerdictSame
 	lower, directed := direction(d)
 	minN := max(opts.MinSamples, d.Decl.MinSamples)
@@ -370,14 +368,15 @@ func judgeLocation(d *Delta, oldS, newS []float64, opts CompareOptions, pool poo
 				significant = sign(d.Change)
 			}
 		}
-	case pool.df >= minPooledDF && allPositive(oldS) && allPositive(newS):
-		p, diff, mde := pool.test(oldS, newS, opts.Alpha)
+	case pool.DF >= minPooledDF && stats.AllPositive(oldS) && stats.AllPositive(newS):
+		p, diff := pool.TTest(oldS, newS)
+		mde := pool.Detectable(len(oldS), len(newS), opts.Alpha, 0.5)
 		d.P, d.Test = p, "pooled-t"
 		if p < opts.Alpha && diff != 0 {
 			significant = sign(diff)
 		} else if mde > math.Log(2) && d.Decl.Gated {
 			d.Verdict = VerdictUnjudged
-			d.Why = fmt.Sprintf("%d and %d samples with a pooled noise of ±%.0f%% (log-sd over %d df): even a 2x change would not be significant", len(oldS), len(newS), 100*(math.Exp(math.Sqrt(pool.variance))-1), pool.df)
+			d.Why = fmt.Sprintf("%d and %d samples with a pooled noise of ±%.0f%% (log-sd over %d df): even a 2x change would not be significant", len(oldS), len(newS), 100*(math.Exp(math.Sqrt(pool.Variance()))-1), pool.DF)
 			return
 		}
 	case len(oldS) >= 2 && len(newS) >= 2:
@@ -431,33 +430,13 @@ func judgeTail(d *Delta, oldS, newS []float64, opts CompareOptions, lower, direc
 		}
 		return n
 	}
-	p := fisherGreater(beyond(newS), len(newS), beyond(oldS), len(oldS))
+	p := stats.FisherGreater(beyond(newS), len(newS), beyond(oldS), len(oldS))
 	if p >= opts.Alpha {
 		return VerdictSame
 	}
 	d.P, d.Test = p, "p99/fisher"
 	d.Why = fmt.Sprintf("p99 %+.1f%% with the median unchanged", 100*change)
 	return VerdictRegression
-}
-
-// fisherGreater is the one-sided p-value of Fisher's exact test that the rate a/n exceeds
-// b/m: the hypergeometric probability of a or more of the a+b successes falling in n.
-func fisherGreater(a, n, b, m int) float64 {
-	k, total := a+b, n+m
-	lchoose := func(n, k int) float64 {
-		x, _ := math.Lgamma(float64(n + 1))
-		y, _ := math.Lgamma(float64(k + 1))
-		z, _ := math.Lgamma(float64(n - k + 1))
-		return x - y - z
-	}
-	p := 0.0
-	for i := a; i <= min(k, n); i++ {
-		if k-i > m {
-			continue
-		}
-		p += math.Exp(lchoose(n, i) + lchoose(m, k-i) - lchoose(total, k))
-	}
-	return min(p, 1)
 }
 
 // separated is +1 when every NEW sample exceeds every OLD sample by more than threshold
@@ -483,10 +462,6 @@ func sign(v float64) int {
 		return -1
 	}
 	return 0
-}
-
-func allPositive(s []float64) bool {
-	return !slices.ContainsFunc(s, func(v float64) bool { return v <= 0 })
 }
 
 // metricName identifies a metric across runs: name/backend=B/params in order.
@@ -653,82 +628,28 @@ func FormatThreshold(f float64) string {
 // minPooledDF is the fewest degrees of freedom of a pooled variance the pooled rule uses.
 const minPooledDF = 3
 
-// pooled is the variance of log samples pooled over the cells of one declaration and
-// backend in both runs, with its degrees of freedom.
-type pooled struct {
-	variance float64
-	df       int
-}
-
-// pooledNoise holds the pooled variance per declaration and backend.
-type pooledNoise map[string]pooled
+// pooledNoise holds the noise of log samples pooled per declaration and backend over
+// both runs: the pooled rule takes relative noise alike across the sizes of a figure.
+type pooledNoise map[string]stats.LogNoise
 
 func poolKey(d Metric, backend string) string {
 	return d.Measurement + "{" + paramString(d.Match, ",") + "}/" + backend
 }
 
-// newPooledNoise pools the variance of the log samples of every mcell with 2 or more
-// positive samples, per declaration and backend, over both runs.
+// newPooledNoise pools the log samples of every mcell with 2 or more positive samples,
+// per declaration and backend, over both runs.
 func newPooledNoise(oldCells, newCells []mcell, decl func(mcell) Metric) pooledNoise {
-	type acc struct {
-		ss float64
-		df int
-	}
-	accs := map[string]*acc{}
-	for _, cl := range slices.Concat(oldCells, newCells) {
-		s := cl.m.Samples
-		if len(s) < 2 || !allPositive(s) {
-			continue
-		}
-		mean := 0.0
-		for _, v := range s {
-			mean += math.Log(v)
-		}
-		mean /= float64(len(s))
-		ss := 0.0
-		for _, v := range s {
-			ss += (math.Log(v) - mean) * (math.Log(v) - mean)
-		}
-		k := poolKey(decl(cl), cl.backend)
-		if accs[k] == nil {
-			accs[k] = &acc{}
-		}
-		accs[k].ss += ss
-		accs[k].df += len(s) - 1
-	}
 	p := pooledNoise{}
-	for k, a := range accs {
-		p[k] = pooled{variance: a.ss / float64(a.df), df: a.df}
+	for _, cl := range slices.Concat(oldCells, newCells) {
+		k := poolKey(decl(cl), cl.backend)
+		n := p[k]
+		n.Add(cl.m.Samples)
+		p[k] = n
 	}
 	return p
 }
 
-func (p pooledNoise) of(d Metric, backend string) pooled { return p[poolKey(d, backend)] }
-
-// test is the two-sided t-test of the means of the log samples with the pooled
-// variance: its p-value, the difference of the means (NEW - OLD), and the smallest
-// difference of log means that would be significant at alpha (the test's reach: a
-// non-significant result says nothing of changes below it).
-func (p pooled) test(oldS, newS []float64, alpha float64) (pValue, diff, mde float64) {
-	meanLog := func(s []float64) float64 {
-		m := 0.0
-		for _, v := range s {
-			m += math.Log(v)
-		}
-		return m / float64(len(s))
-	}
-	diff = meanLog(newS) - meanLog(oldS)
-	se := math.Sqrt(p.variance * (1/float64(len(oldS)) + 1/float64(len(newS))))
-	if se == 0 {
-		if diff == 0 {
-			return 1, 0, 0
-		}
-		return 0, diff, 0
-	}
-	dist := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(p.df)}
-	t := math.Abs(diff) / se
-	return 2 * dist.Survival(t), diff, dist.Quantile(1-alpha/2) * se
-}
+func (p pooledNoise) of(d Metric, backend string) stats.LogNoise { return p[poolKey(d, backend)] }
 
 // fitP returns the chi-square p-value of a distribution: recorded in Extra, else
 // recomputed for uniform shares.
@@ -745,23 +666,6 @@ func fitP(m *Measurement) (float64, bool) {
 	}
 	_, _, p, err := stats.ChiSquareGOF(counts, stats.Uniform(len(counts)))
 	return p, err == nil
-}
-
-// holm returns which of ps Holm's step-down method rejects at family-wise level alpha.
-func holm(ps []float64, alpha float64) []bool {
-	order := make([]int, len(ps))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ps[a], ps[b]) })
-	rejected := make([]bool, len(ps))
-	for rank, i := range order {
-		if ps[i] >= alpha/float64(len(ps)-rank) {
-			break
-		}
-		rejected[i] = true
-	}
-	return rejected
 }
 
 // judgeFits judges the distributions deltas[fits]: each side's p-values Holm-corrected
@@ -785,7 +689,7 @@ func judgeFits(deltas []Delta, fits []int, oldBy, newBy map[string]mcell, alpha 
 		judged = append(judged, i)
 		oldPs, newPs = append(oldPs, op), append(newPs, np)
 	}
-	oldRej, newRej := holm(oldPs, alpha), holm(newPs, alpha)
+	oldRej, newRej := stats.Holm(oldPs, alpha), stats.Holm(newPs, alpha)
 	for k, i := range judged {
 		d := &deltas[i]
 		d.P, d.Test = newPs[k], fmt.Sprintf("chi-square/holm m=%d", len(judged))

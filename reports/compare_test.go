@@ -237,7 +237,7 @@ func benchRun(s benchShape) *Results {
 		return out
 	}
 	r := &Results{SchemaVersion: SchemaVersion}
-	r.Declare(LegacyMetrics...)
+	r.Declare(LegacyMetrics()...)
 	for _, size := range []struct {
 		services   string
 		full, part float64
@@ -384,30 +384,12 @@ func merge(a, b map[string]Verdict) map[string]Verdict {
 	return a
 }
 
-func TestHolm(t *testing.T) {
-	tests := []struct {
-		name string
-		ps   []float64
-		want []bool
-	}{
-		{"one of twenty fair fits at p=0.028 is not rejected", append([]float64{0.028}, slices.Repeat([]float64{0.5}, 19)...), make([]bool, 20)},
-		{"a single test is plain alpha", []float64{0.04}, []bool{true}},
-		{"step-down stops at the first kept", []float64{0.001, 0.04, 0.03}, []bool{true, false, false}},
-		{"step-down rejects in order", []float64{0.01, 0.02, 0.001}, []bool{true, true, true}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, holm(tt.ps, 0.05))
-		})
-	}
-}
-
 // TestCompareTail: a median unchanged and a tail ten times longer is a regression of
 // the figures that gate their p99 (lookups), found by Fisher's exact test.
 func TestCompareTail(t *testing.T) {
 	lookup := func(samples []float64) *Results {
 		r := &Results{SchemaVersion: SchemaVersion}
-		r.Declare(LegacyMetrics...)
+		r.Declare(LegacyMetrics()...)
 		r.Add("nftables", Measurement{Name: MeasureLookup, Params: map[string]string{"services": "1000", "kind": "connect", "position": "last"}, Unit: UnitSeconds, Samples: samples})
 		return r
 	}

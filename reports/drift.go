@@ -169,7 +169,7 @@ func perSampleRatio(fig, ctl []float64, lower bool) []float64 {
 }
 
 // apply accounts for drift in the verdict of a location delta d (see DriftEstimate).
-func (e DriftEstimate) apply(d *Delta, oc, nc mcell, opts CompareOptions, pool pooled) {
+func (e DriftEstimate) apply(d *Delta, oc, nc mcell, opts CompareOptions, pool stats.LogNoise) {
 	lower, directed := direction(d)
 	if !directed {
 		return
@@ -235,7 +235,7 @@ func (e DriftEstimate) apply(d *Delta, oc, nc mcell, opts CompareOptions, pool p
 // Few samples are judged with the ratio's noise pooled over the sizes of the figure;
 // when even that cannot judge the ratio, the change is "DRIFT?". A tail regression
 // (p99) stands only when the figure's p99 grew by the bound more than its control's.
-func applyPaired(d *Delta, oc, nc mcell, cd ControlDrift, opts CompareOptions, lower bool, noise pooled, worst float64) {
+func applyPaired(d *Delta, oc, nc mcell, cd ControlDrift, opts CompareOptions, lower bool, noise stats.LogNoise, worst float64) {
 	d.Drift = cd.Factor
 	if d.Verdict != VerdictRegression && d.Verdict != VerdictUnjudged {
 		return

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"kpbench.dev/kpbench/reports"
-	"kpbench.dev/kpbench/scenarios/measure"
 )
 
 // churnMeasurement reports the correctness, rate and syncs of the last probed churn.
@@ -24,16 +23,8 @@ func (churnMeasurement) Doc() string {
 
 // Metrics: churn figures are checked by limits, not by compare.
 func (churnMeasurement) Metrics() []reports.Metric {
-	count := func(name, title string) reports.Metric {
-		return reports.Metric{Measurement: name, Title: title, Unit: reports.UnitCount, Better: reports.LowerIsBetter, Test: reports.TestExact}
-	}
-	return []reports.Metric{
-		count(measure.MeasureChurnMisroutes, "churn: misroutes"),
-		count(measure.MeasureChurnFalseRefusals, "churn: false refusals"),
-		count(measure.MeasureChurnProbeFailures, "churn: other probe failures"),
-		{Measurement: measure.MeasureChurnRate, Title: "churn: changes per second achieved", Unit: reports.UnitPerSecond, Better: reports.HigherIsBetter},
-		{Measurement: measure.MeasureChurnSync, Title: "churn: sync durations", Unit: reports.UnitSeconds, Better: reports.LowerIsBetter},
-	}
+	return reports.MetricsOf(reports.MeasureChurnMisroutes, reports.MeasureChurnFalseRefusals, reports.MeasureChurnProbeFailures,
+		reports.MeasureChurnRate, reports.MeasureChurnSync)
 }
 
 // Decode reads ChurnParams (none).
@@ -62,7 +53,7 @@ func (*ChurnParams) Measure(_ context.Context, s *Session) ([]reports.Measuremen
 	labels := s.Labels()
 	res := c.analyze()
 	out := res.CorrectnessMeasurements(labels)
-	out = append(out, reports.Measurement{Name: measure.MeasureChurnRate, Params: maps.Clone(labels), Unit: reports.UnitPerSecond,
+	out = append(out, reports.Measurement{Name: reports.MeasureChurnRate, Params: maps.Clone(labels), Unit: reports.UnitPerSecond,
 		Samples: []float64{c.achieved}, Extra: map[string]float64{"target": c.target, "changes": float64(c.changes)}})
 	var full, partial []float64
 	for _, rec := range c.proxy.Records() {
@@ -84,7 +75,7 @@ func (*ChurnParams) Measure(_ context.Context, s *Session) ([]reports.Measuremen
 		}
 		p := maps.Clone(labels)
 		p["kind"] = k.kind
-		out = append(out, reports.Measurement{Name: measure.MeasureChurnSync, Params: p, Unit: reports.UnitSeconds, Samples: k.samples})
+		out = append(out, reports.Measurement{Name: reports.MeasureChurnSync, Params: p, Unit: reports.UnitSeconds, Samples: k.samples})
 	}
 	return out, nil
 }

@@ -15,7 +15,7 @@ import (
 func writeSyncs(t *testing.T, dir string, syncs []float64, rules float64) string {
 	t.Helper()
 	r := &reports.Results{Scenario: "bench"}
-	r.Declare(reports.LegacyMetrics...)
+	r.Declare(reports.LegacyMetrics()...)
 	r.Add("nftables", reports.Measurement{Name: reports.MeasureSync, Params: map[string]string{"services": "1000", "kind": "full"}, Unit: reports.UnitSeconds, Samples: syncs})
 	r.Add("nftables", reports.Measurement{Name: reports.MeasureRules, Params: map[string]string{"services": "1000"}, Unit: reports.UnitCount, Samples: []float64{rules}})
 	require.NoError(t, r.Write(dir))
