@@ -92,9 +92,13 @@ func TestMannWhitneyDetectable(t *testing.T) {
 		{"3 a side cannot be significant", []float64{1, 2, 4}, []float64{1, 2, 4}, math.Inf(1)},
 		{"one sample a side", []float64{1}, []float64{2}, math.Inf(1)},
 		{"a sample that is not positive", []float64{0, 1, 2, 3}, []float64{1, 2, 3, 4}, math.Inf(1)},
-		// Logs 0..3 ln2 a side: variance 10/6 ln2² over 6 df; (t(0.975, 6) 2.446912 +
-		// t(0.8, 6) 0.905655) × ln2·sqrt(10/6 · 1/2) × sqrt(π/3).
-		{"4 a side", []float64{1, 2, 4, 8}, []float64{1, 2, 4, 8}, (2.446912 + 0.905655) * math.Ln2 * math.Sqrt(10.0/12) * math.Sqrt(math.Pi/3)},
+		// Logs 0..3 ln2 a side: deviations from the median 1.5 ln2 are 0.5 and 1.5 ln2,
+		// their median ln2, the robust sd 1.4826 ln2; over 6 df, (t(0.975, 6) 2.446912 +
+		// t(0.8, 6) 0.905655) × 1.4826 ln2 × sqrt(1/4 + 1/4) × sqrt(π/3).
+		{"4 a side", []float64{1, 2, 4, 8}, []float64{1, 2, 4, 8}, (2.446912 + 0.905655) * 1.4826 * math.Ln2 * math.Sqrt(0.5) * math.Sqrt(math.Pi/3)},
+		// A stall 100 times the rest does not widen the robust spread of the bulk.
+		{"a stall does not hide the bulk", []float64{1, 1.01, 1.02, 1.03, 100}, []float64{1, 1.01, 1.02, 1.03, 1.04},
+			(2.306004 + 0.888890) * 1.4826 * math.Log(1.02/1.01) * math.Sqrt(0.4) * math.Sqrt(math.Pi/3)},
 		{"no noise: any change", []float64{5, 5, 5, 5}, []float64{5, 5, 5, 5}, 0},
 	}
 	for _, tt := range tests {
