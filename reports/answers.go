@@ -83,6 +83,7 @@ type standing struct {
 	Unit    string
 	Value   float64 // the question's statistic
 	Summary stats.Summary
+	samples []float64
 }
 
 // answer is one cell of the answers table: the figures of every backend that measured
@@ -90,6 +91,9 @@ type standing struct {
 type answer struct {
 	Standings []standing
 	Better    Better
+	// Significant is true when the winner's lead over the runner-up is significant at
+	// their sample counts (significantLead); otherwise the answer names no winner.
+	Significant bool
 	// Missing are the backends that measured this figure at another size of the run but
 	// not at this one (not measured, or a figure that is no measurement).
 	Missing []string
@@ -194,7 +198,7 @@ func answers(r *Results) answersTable {
 					continue
 				}
 				s := Summarize(pooled[k])
-				a.Standings = append(a.Standings, standing{Backend: b, Unit: units[k], Value: statOf(s, q.Stat), Summary: s})
+				a.Standings = append(a.Standings, standing{Backend: b, Unit: units[k], Value: statOf(s, q.Stat), Summary: s, samples: pooled[k]})
 			}
 			for _, b := range backends(r) {
 				if len(pooled[key{q.Title, size, b}]) > 0 {
@@ -216,6 +220,15 @@ func answers(r *Results) answersTable {
 				}
 				return 0
 			})
+			if len(a.Standings) >= 2 {
+				var noise stats.LogNoise
+				for k, v := range pooled {
+					if k.q == q.Title {
+						noise.Add(v)
+					}
+				}
+				a.Significant = significantLead(a.Standings[0], a.Standings[1], q.Stat, a.Better, noise)
+			}
 			row.Cells = append(row.Cells, a)
 		}
 		t.Rows = append(t.Rows, row)
@@ -238,6 +251,48 @@ func betterOf(r *Results, m *Measurement) Better {
 		return LowerIsBetter
 	}
 	return HigherIsBetter
+}
+
+// answerAlpha is the significance level of the answers table's tests.
+const answerAlpha = 0.05
+
+// significantLead reports whether best leads next significantly at their sample counts:
+// for a median, the Mann-Whitney U test with 4 or more samples a side, else the t-test
+// on logs with the noise pooled over the row's sizes and backends (3 or more degrees of
+// freedom); for a p99, 50 or more samples a side and significantly more of next's
+// samples beyond best's p99 than best's own (Fisher's exact test). One sample a side
+// and nothing to pool with is never significant.
+func significantLead(best, next standing, stat string, better Better, noise stats.LogNoise) bool {
+	if better == NoDirection {
+		return false
+	}
+	x, y := best.samples, next.samples
+	switch stat {
+	case "p99":
+		if len(x) < 50 || len(y) < 50 {
+			return false
+		}
+		beyond := func(s []float64) int {
+			n := 0
+			for _, v := range s {
+				if (better == LowerIsBetter && v > best.Value) || (better == HigherIsBetter && v < best.Value) {
+					n++
+				}
+			}
+			return n
+		}
+		return stats.FisherGreater(beyond(y), len(y), beyond(x), len(x)) < answerAlpha
+	case "p50":
+		if len(x) >= 4 && len(y) >= 4 {
+			_, p, err := stats.MannWhitneyU(x, y)
+			return err == nil && p < answerAlpha
+		}
+		if noise.DF >= minPooledDF && stats.AllPositive(x) && stats.AllPositive(y) {
+			p, _ := noise.TTest(x, y)
+			return p < answerAlpha
+		}
+	}
+	return false
 }
 
 // statOf reads a named statistic of s.

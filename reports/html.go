@@ -437,6 +437,17 @@ func answerCell(a answer) htmlAnswerCell {
 		return c
 	}
 	next := a.Standings[1]
+	if !a.Significant && a.Better != NoDirection {
+		// No winner without a significant lead: both figures, and why.
+		c.Winner = "within noise"
+		c.Value = fmt.Sprintf("%s %s, %s %s", best.Backend, formatValue(best.Value, best.Unit), next.Backend, formatValue(next.Value, next.Unit))
+		c.Vs = fmt.Sprintf("no significant difference with %d and %d samples", best.Summary.N, next.Summary.N)
+		if len(a.Standings) > 2 {
+			last := a.Standings[len(a.Standings)-1]
+			c.Last = fmt.Sprintf("last: %s %s", last.Backend, formatValue(last.Value, last.Unit))
+		}
+		return c
+	}
 	if ratio, ok := a.Ratio(); ok && ratio < 1.05 {
 		c.Vs = fmt.Sprintf("within 5%% of %s (%s)", next.Backend, formatValue(next.Value, next.Unit))
 	} else if ok {

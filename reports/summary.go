@@ -36,7 +36,7 @@ func Summary(w io.Writer, r *Results) error {
 				continue
 			}
 			c := answerCell(a)
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", row.Question.Title, best.Backend, formatValue(best.Value, best.Unit), joinNonEmpty("; ", c.Vs, c.Last, c.Missing))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", row.Question.Title, c.Winner, c.Value, joinNonEmpty("; ", c.Vs, c.Last, c.Missing))
 		}
 	}
 	rows := comparisonRows(r)
