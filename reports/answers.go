@@ -12,51 +12,57 @@ import (
 )
 
 // A question is one row of the answers table: which backend did best at one figure, for
-// each size of the run. It selects measurements by name and parameters (pooling the
-// samples of every measurement it selects for one backend and size, e.g. the lookups of
-// the first, middle and last Service), and reads one statistic of the pooled samples.
+// each size of the run. A measurement declares its questions (Measure); a question selects
+// that measurement's measurements by parameters (pooling the samples of every
+// measurement it selects for one backend and size, e.g. the lookups of the first, middle
+// and last Service), and reads one statistic of the pooled samples.
 type question struct {
-	// Title names the figure for readers ("full sync").
+	// Title names the figure for readers ("full sync"). Measurements that declare a
+	// question of the same title share its row: the first of them, in Measures order,
+	// that a run has answers it (so a newer and an older name of one figure share a row).
 	Title string
-	// Names are the measurement names the question reads (the first one a run has wins,
-	// so newer and older names of one figure can share a row).
-	Names []string
 	// Match holds parameters a measurement must have; Exclude parameters it must not.
 	Match, Exclude map[string]string
 	// Stat is the statistic compared: "p50" or "p99".
 	Stat string
-	// Better is the direction used when the results declare none for the measurement
-	// (files written before declarations existed): the unit's rule, and lower for the
-	// kernel memory that the unit rule leaves undirected.
-	Better Better
+	// Pooling, when set, says what the row pools, under the answers of report.html.
+	Pooling string
 }
 
-// questions are the rows of the answers table, in the order issue 23 asks them.
-var questions = []question{
-	{Title: "full sync", Names: []string{MeasureSync}, Match: map[string]string{"kind": "full"}, Stat: "p50", Better: LowerIsBetter},
-	{Title: "partial sync (one Service changed)", Names: []string{MeasureSync}, Match: map[string]string{"kind": "partial"}, Stat: "p50", Better: LowerIsBetter},
-	{Title: "first-packet latency p50", Names: []string{MeasureLookup}, Exclude: map[string]string{"position": "established"}, Stat: "p50", Better: LowerIsBetter},
-	{Title: "first-packet latency p99", Names: []string{MeasureLookup}, Exclude: map[string]string{"position": "established"}, Stat: "p99", Better: LowerIsBetter},
-	{Title: "programming latency p50", Names: []string{MeasureProgrammingLatency}, Stat: "p50", Better: LowerIsBetter},
-	{Title: "programming latency p99", Names: []string{MeasureProgrammingLatency}, Stat: "p99", Better: LowerIsBetter},
-	{Title: "new connections per second", Names: []string{MeasureThroughputConnections, MeasureThroughput}, Stat: "p50", Better: HigherIsBetter},
-	{Title: "kernel memory of the rules", Names: []string{MeasureRulesMemory}, Stat: "p50", Better: LowerIsBetter},
+// askedQuestion is a question with the measurement it reads.
+type askedQuestion struct {
+	question
+	measurement string
 }
 
-// MeasureRulesMemory is the kernel memory the rules of a full sync hold (unreclaimable
-// slab plus vmalloc growth since a settled baseline, host-wide); Params "services".
-// Unit "bytes".
-const MeasureRulesMemory = "rules-memory"
+// questions returns the rows of the answers table, in order: each title once, with
+// the measurements that may answer it, in Measures order.
+func questions() []questionRow {
+	var rows []questionRow
+	for _, m := range Measures() {
+		for _, q := range m.questions {
+			i := slices.IndexFunc(rows, func(r questionRow) bool { return r.Title == q.Title })
+			if i < 0 {
+				rows = append(rows, questionRow{Title: q.Title})
+				i = len(rows) - 1
+			}
+			rows[i].asked = append(rows[i].asked, askedQuestion{q, m.Name})
+		}
+	}
+	return rows
+}
+
+// questionRow is one row of the answers table: its title and the questions that may
+// answer it, the first a run has winning.
+type questionRow struct {
+	Title string
+	asked []askedQuestion
+}
 
 // selects reports whether q reads m.
-func (q question) selects(m *Measurement, name string) bool {
-	if m.Name != name || !m.Measured() {
+func (q askedQuestion) selects(m *Measurement) bool {
+	if m.Name != q.measurement || !m.Measured() || !hasParams(m, q.Match) {
 		return false
-	}
-	for k, v := range q.Match {
-		if m.Params[k] != v {
-			return false
-		}
 	}
 	for k, v := range q.Exclude {
 		if m.Params[k] == v {
@@ -66,12 +72,18 @@ func (q question) selects(m *Measurement, name string) bool {
 	return true
 }
 
+// reads returns whether any question of the row reads m.
+func (row questionRow) reads(m *Measurement) bool {
+	return slices.ContainsFunc(row.asked, func(q askedQuestion) bool { return q.selects(m) })
+}
+
 // standing is one backend's pooled samples for one question and size.
 type standing struct {
 	Backend string
 	Unit    string
 	Value   float64 // the question's statistic
 	Summary stats.Summary
+	samples []float64
 }
 
 // answer is one cell of the answers table: the figures of every backend that measured
@@ -79,6 +91,9 @@ type standing struct {
 type answer struct {
 	Standings []standing
 	Better    Better
+	// Significant is true when the winner's lead over the runner-up is significant at
+	// their sample counts (significantLead); otherwise the answer names no winner.
+	Significant bool
 	// Missing are the backends that measured this figure at another size of the run but
 	// not at this one (not measured, or a figure that is no measurement).
 	Missing []string
@@ -120,7 +135,9 @@ func (a answer) ratioTo(i int) (float64, bool) {
 
 // answerRow is one question across the sizes of a run.
 type answerRow struct {
-	Question question
+	// Question is the question that answered the row (of the first measurement of the
+	// row the run has).
+	Question askedQuestion
 	// Cells is indexed like answersTable.Sizes.
 	Cells []answer
 }
@@ -135,7 +152,7 @@ type answersTable struct {
 
 // answers computes the answers table of r. Figures are compared only within r (one
 // environment), only among backends that measured the same figure, by the direction the
-// results declare for the measurement (else the question's).
+// results declare for the measurement (else kpbench's declaration of it).
 func answers(r *Results) answersTable {
 	var t answersTable
 	sizeSet := map[string]bool{}
@@ -143,25 +160,22 @@ func answers(r *Results) answersTable {
 	pooled := map[key][]float64{}
 	units := map[key]string{}
 	better := map[string]Better{}
-	for _, q := range questions {
-		name := ""
-		for _, n := range q.Names { // the first name the run has
-			if slices.ContainsFunc(points(r), func(p point) bool { return q.selects(p.m, n) }) {
-				name = n
-				break
-			}
-		}
-		if name == "" {
+	asked := map[string]askedQuestion{}
+	rows := questions()
+	for _, row := range rows {
+		i := slices.IndexFunc(row.asked, func(q askedQuestion) bool { // the first the run has
+			return slices.ContainsFunc(points(r), func(p point) bool { return q.selects(p.m) })
+		})
+		if i < 0 {
 			continue
 		}
-		better[q.Title] = q.Better
+		q := row.asked[i]
+		asked[q.Title] = q
 		for _, p := range points(r) {
-			if !q.selects(p.m, name) {
+			if !q.selects(p.m) {
 				continue
 			}
-			if d, ok := declared(r, p.m); ok {
-				better[q.Title] = d.Better
-			}
+			better[q.Title] = betterOf(r, p.m)
 			size := p.m.Params["services"]
 			sizeSet[size] = true
 			k := key{q.Title, size, p.backend}
@@ -170,8 +184,9 @@ func answers(r *Results) answersTable {
 		}
 	}
 	t.Sizes = slices.SortedFunc(maps.Keys(sizeSet), compareSizes)
-	for _, q := range questions {
-		if _, ok := better[q.Title]; !ok {
+	for _, qr := range rows {
+		q, ok := asked[qr.Title]
+		if !ok {
 			continue
 		}
 		row := answerRow{Question: q}
@@ -183,7 +198,7 @@ func answers(r *Results) answersTable {
 					continue
 				}
 				s := Summarize(pooled[k])
-				a.Standings = append(a.Standings, standing{Backend: b, Unit: units[k], Value: statOf(s, q.Stat), Summary: s})
+				a.Standings = append(a.Standings, standing{Backend: b, Unit: units[k], Value: statOf(s, q.Stat), Summary: s, samples: pooled[k]})
 			}
 			for _, b := range backends(r) {
 				if len(pooled[key{q.Title, size, b}]) > 0 {
@@ -205,6 +220,15 @@ func answers(r *Results) answersTable {
 				}
 				return 0
 			})
+			if len(a.Standings) >= 2 {
+				var noise stats.LogNoise
+				for k, v := range pooled {
+					if k.q == q.Title {
+						noise.Add(v)
+					}
+				}
+				a.Significant = significantLead(a.Standings[0], a.Standings[1], q.Stat, a.Better, noise)
+			}
 			row.Cells = append(row.Cells, a)
 		}
 		t.Rows = append(t.Rows, row)
@@ -212,23 +236,12 @@ func answers(r *Results) answersTable {
 	return t
 }
 
-// declared returns the declaration r holds for m (none in files written before
-// declarations existed).
-func declared(r *Results, m *Measurement) (Metric, bool) {
-	return MetricOf(r.Metrics, m)
-}
-
-// betterOf is the direction of m: declared in r, else the direction of the question
-// that reads it (kernel memory: lower), else the unit's rule (time: lower, rates:
-// higher, counts and bytes: none).
+// betterOf is the direction of m: declared in r, else as kpbench declared it for files
+// without declarations (LegacyMetrics), else as it declares it today, else the unit's
+// rule (time: lower, rates: higher, counts and bytes: none).
 func betterOf(r *Results, m *Measurement) Better {
-	if d, ok := declared(r, m); ok {
+	if d, ok := metricOf(r, m); ok {
 		return d.Better
-	}
-	for _, q := range questions {
-		if slices.ContainsFunc(q.Names, func(n string) bool { return q.selects(m, n) }) {
-			return q.Better
-		}
 	}
 	lower, ok := lowerIsBetter(m.Unit)
 	switch {
@@ -238,6 +251,48 @@ func betterOf(r *Results, m *Measurement) Better {
 		return LowerIsBetter
 	}
 	return HigherIsBetter
+}
+
+// answerAlpha is the significance level of the answers table's tests.
+const answerAlpha = 0.05
+
+// significantLead reports whether best leads next significantly at their sample counts:
+// for a median, the Mann-Whitney U test with 4 or more samples a side, else the t-test
+// on logs with the noise pooled over the row's sizes and backends (3 or more degrees of
+// freedom); for a p99, 50 or more samples a side and significantly more of next's
+// samples beyond best's p99 than best's own (Fisher's exact test). One sample a side
+// and nothing to pool with is never significant.
+func significantLead(best, next standing, stat string, better Better, noise stats.LogNoise) bool {
+	if better == NoDirection {
+		return false
+	}
+	x, y := best.samples, next.samples
+	switch stat {
+	case "p99":
+		if len(x) < 50 || len(y) < 50 {
+			return false
+		}
+		beyond := func(s []float64) int {
+			n := 0
+			for _, v := range s {
+				if (better == LowerIsBetter && v > best.Value) || (better == HigherIsBetter && v < best.Value) {
+					n++
+				}
+			}
+			return n
+		}
+		return stats.FisherGreater(beyond(y), len(y), beyond(x), len(x)) < answerAlpha
+	case "p50":
+		if len(x) >= 4 && len(y) >= 4 {
+			_, p, err := stats.MannWhitneyU(x, y)
+			return err == nil && p < answerAlpha
+		}
+		if noise.DF >= minPooledDF && stats.AllPositive(x) && stats.AllPositive(y) {
+			p, _ := noise.TTest(x, y)
+			return p < answerAlpha
+		}
+	}
+	return false
 }
 
 // statOf reads a named statistic of s.

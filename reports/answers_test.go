@@ -331,3 +331,36 @@ func TestOutliersOfAnsweredFigures(t *testing.T) {
 	assert.NotContains(t, box, "throughput-latency")
 	assert.Contains(t, page.String()[strings.Index(page.String(), "Every sample far from the rest"):], "throughput-latency")
 }
+
+// TestAnswersWithinNoise: the answers table names a winner only when its lead is
+// significant at the sample counts; otherwise "within noise" with both figures.
+func TestAnswersWithinNoise(t *testing.T) {
+	run := func(a, b []float64) *Results {
+		r := &Results{SchemaVersion: SchemaVersion}
+		r.Add("iptables", Measurement{Name: MeasureSync, Params: map[string]string{"services": "5000", "kind": "full"}, Unit: UnitSeconds, Samples: a})
+		r.Add("nftables", Measurement{Name: MeasureSync, Params: map[string]string{"services": "5000", "kind": "full"}, Unit: UnitSeconds, Samples: b})
+		return r
+	}
+	tests := []struct {
+		name       string
+		a, b       []float64
+		wantWinner string
+		wantValue  string
+	}{
+		{"one sample a side, 15% apart: within noise", []float64{2.3}, []float64{2.0}, "within noise", "nftables 2 s, iptables 2.3 s"},
+		{"ten tight samples a side, 2x apart: a winner", around(1, 10, 4, 0.02), around(2, 10, 2, 0.02), "nftables", ""},
+		{"ten noisy samples a side, 5% apart: within noise", around(3, 10, 2.1, 0.5), around(4, 10, 2, 0.5), "within noise", "iptables"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			at := answers(run(tt.a, tt.b))
+			require.NotEmpty(t, at.Rows)
+			c := answerCell(at.Rows[0].Cells[0])
+			assert.Equal(t, tt.wantWinner, c.Winner)
+			assert.Contains(t, c.Value, tt.wantValue)
+			var out bytes.Buffer
+			require.NoError(t, Summary(&out, run(tt.a, tt.b)))
+			assert.Contains(t, out.String(), tt.wantWinner)
+		})
+	}
+}

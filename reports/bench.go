@@ -29,14 +29,16 @@ func WriteBench(w io.Writer, r *Results) error {
 	}); err != nil {
 		return fmt.Errorf("write bench: %w", err)
 	}
+	ms := Measures()
 	for _, p := range points(r) {
-		name := benchName(p.backend, p.m)
+		decl, _ := measureNamed(ms, p.m.Name)
+		name := benchName(decl, p.backend, p.m)
 		for i, v := range p.m.Samples {
 			n := name
-			if p.m.Name == MeasureDistribution {
-				n += "/endpoint=" + strconv.Itoa(i)
+			if decl.SampleParam != "" {
+				n += "/" + decl.SampleParam + "=" + strconv.Itoa(i)
 			}
-			val, unit := benchValue(p.m, v)
+			val, unit := benchValue(decl, p.m, v)
 			res := &benchfmt.Result{Config: cfg, Name: benchfmt.Name(n), Iters: 1, Values: []benchfmt.Value{{Value: val, Unit: unit}}}
 			if err := bw.Write(res); err != nil {
 				return fmt.Errorf("write bench: %w", err)
@@ -76,9 +78,10 @@ func benchConfig(r *Results) []benchfmt.Config {
 }
 
 // benchName is the benchmark name without the "Benchmark" prefix:
-// Sync/backend=iptables/services=20000/kind=full.
-func benchName(backend string, m *Measurement) string {
-	name := camel(m.Name) + "/backend=" + backend
+// Sync/backend=iptables/services=20000/kind=full. decl is m's measure (zero for a name
+// kpbench does not know).
+func benchName(decl Measure, backend string, m *Measurement) string {
+	name := cmpOr(decl.BenchName, camel(m.Name)) + "/backend=" + backend
 	if ps := paramString(sanitizeParams(m.Params), "/"); ps != "" {
 		name += "/" + ps
 	}
@@ -95,11 +98,8 @@ func sanitizeParams(params map[string]string) map[string]string {
 	return out
 }
 
-// camel turns "programming-latency" into "ProgrammingLatency" and "perrule" into "PerRule".
+// camel turns "programming-latency" into "ProgrammingLatency".
 func camel(name string) string {
-	if name == MeasurePerRule {
-		return "PerRule"
-	}
 	var b strings.Builder
 	for part := range strings.FieldsFuncSeq(name, func(r rune) bool { return r == '-' || r == '_' || r == ' ' }) {
 		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
@@ -107,8 +107,8 @@ func camel(name string) string {
 	return b.String()
 }
 
-// benchValue converts a sample to the unit written in bench.txt.
-func benchValue(m *Measurement, v float64) (float64, string) {
+// benchValue converts a sample to the unit written in bench.txt; decl is m's measure.
+func benchValue(decl Measure, m *Measurement, v float64) (float64, string) {
 	switch m.Unit {
 	case UnitSeconds:
 		return v * 1e9, "ns/op"
@@ -117,13 +117,7 @@ func benchValue(m *Measurement, v float64) (float64, string) {
 	case UnitPerSecond:
 		return v, "ops/s"
 	case UnitCount:
-		switch m.Name {
-		case MeasureDistribution:
-			return v, "hits"
-		case MeasureRules:
-			return v, "rules"
-		}
-		return v, "count"
+		return v, cmpOr(decl.BenchUnit, "count")
 	}
 	return v, strings.ReplaceAll(m.Unit, " ", "_")
 }

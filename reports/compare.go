@@ -1,7 +1,6 @@
 package reports
 
 import (
-	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -10,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-
-	"gonum.org/v1/gonum/stat/distuv"
 
 	"kpbench.dev/kpbench/reports/stats"
 )
@@ -116,6 +113,12 @@ type Delta struct {
 	// Test names the rule that decided: "mann-whitney", "pooled-t", "separation",
 	// "exact", "chi-square/holm"; empty when none applied.
 	Test string
+	// Detectable is the smallest relative change (0.12 for 12%) the test that judged the
+	// figure detects with DetectPower at its sample counts, noise and (for figures
+	// without a control of their own) the machine's drift; +Inf when it could see none,
+	// 0 for exact figures, NaN where no threshold applies (distributions, figures not
+	// compared).
+	Detectable float64
 	// Drift is the machine drift factor of this mcell's control (new/old medians of the
 	// control), 1 when it has none or the control did not move significantly.
 	Drift float64
@@ -205,18 +208,19 @@ func Compare(oldRun, newRun *Results, opts CompareOptions) *Comparison {
 	oldOrder, oldBy := index(oldRun)
 	newOrder, newBy := index(newRun)
 	c := &Comparison{Options: opts}
+	legacy := LegacyMetrics()
 	decl := func(cl mcell) Metric {
 		d, ok := MetricOf(newRun.Metrics, cl.m)
 		if !ok {
 			d, ok = MetricOf(oldRun.Metrics, cl.m)
 		}
 		if ok {
-			if l, lok := MetricOf(LegacyMetrics, cl.m); lok && d.Control == nil {
+			if l, lok := MetricOf(legacy, cl.m); lok && d.Control == nil {
 				d.Control = l.Control // files declared before controls were
 			}
 			return d
 		}
-		if d, ok := MetricOf(LegacyMetrics, cl.m); ok {
+		if d, ok := MetricOf(legacy, cl.m); ok {
 			return d
 		}
 		lower, directed := lowerIsBetter(cl.m.Unit)
@@ -232,7 +236,7 @@ func Compare(oldRun, newRun *Results, opts CompareOptions) *Comparison {
 	seen := map[string]bool{}
 	for _, oc := range oldOrder {
 		seen[oc.name] = true
-		d := Delta{Metric: oc.name, Unit: oc.m.Unit, Decl: decl(oc), P: math.NaN(), Drift: 1}
+		d := Delta{Metric: oc.name, Unit: oc.m.Unit, Decl: decl(oc), P: math.NaN(), Detectable: math.NaN(), Drift: 1}
 		oldSum := oc.m.Summary
 		d.Old = &oldSum
 		nc, ok := newBy[oc.name]
@@ -268,7 +272,7 @@ func Compare(oldRun, newRun *Results, opts CompareOptions) *Comparison {
 			continue
 		}
 		ns := e.m.Summary
-		c.Deltas = append(c.Deltas, Delta{Metric: e.name, Unit: e.m.Unit, Decl: decl(e), New: &ns, P: math.NaN(), Drift: 1, Verdict: VerdictNew})
+		c.Deltas = append(c.Deltas, Delta{Metric: e.name, Unit: e.m.Unit, Decl: decl(e), New: &ns, P: math.NaN(), Detectable: math.NaN(), Drift: 1, Verdict: VerdictNew})
 	}
 	c.Notes = labelNotes(oldRun, newRun)
 	return c
@@ -276,13 +280,19 @@ func Compare(oldRun, newRun *Results, opts CompareOptions) *Comparison {
 
 // unmeasuredSide names the side(s) whose measurement holds no figure.
 func unmeasuredSide(o, n *Measurement) string {
+	what := func(m *Measurement) string {
+		if len(m.Samples) == 0 {
+			return "no sample"
+		}
+		return fmt.Sprintf("%d samples, none a figure", len(m.Samples))
+	}
 	switch {
 	case !o.Measured() && !n.Measured():
-		return "either side"
+		return fmt.Sprintf("either side (OLD: %s, NEW: %s)", what(o), what(n))
 	case !o.Measured():
-		return "OLD"
+		return "OLD (" + what(o) + ")"
 	}
-	return "NEW"
+	return "NEW (" + what(n) + ")"
 }
 
 // labelNotes names the backends run in both whose run labels differ: their metrics are
@@ -323,7 +333,7 @@ func direction(d *Delta) (lower, directed bool) {
 
 // judgeExact judges a deterministic figure: any change of the median.
 func judgeExact(d *Delta) {
-	d.Test = "exact"
+	d.Test, d.Detectable = "exact", 0
 	d.Verdict = VerdictSame
 	if d.New.P50 == d.Old.P50 {
 		return
@@ -344,13 +354,24 @@ func judgeExact(d *Delta) {
 	}
 }
 
-// judgeLocation fills P, Test and Verdict of a location metric both runs measured.
-func judgeLocation(d *Delta, oldS, newS []float64, opts CompareOptions, pool pooled) {
+// DetectPower is the probability with which a cell's test must detect a change of the
+// threshold's size for compare to say "~" (no change) of it: the conventional 80%. A test
+// that could not see the threshold and found nothing says nothing ("cannot judge").
+const DetectPower = 0.8
+
+// judgeLocation fills P, Test, Detectable and Verdict of a location metric both runs
+// measured. A gated figure with a direction that shows no significant change is "~" only
+// when its test could see a change of the threshold's size (Detectable), else "cannot
+// judge".
+func judgeLocation(d *Delta, oldS, newS []float64, opts CompareOptions, pool stats.LogNoise) {
 	d.Verdict = VerdictSame
 	lower, directed := direction(d)
 	minN := max(opts.MinSamples, d.Decl.MinSamples)
 	// significant is +1 (NEW larger), -1 (NEW smaller) or 0 (not shown).
 	significant := 0
+	// reach is the smallest change of the log (a factor exp(reach)) the test detects with
+	// DetectPower.
+	reach := math.Inf(1)
 	switch {
 	case len(oldS) >= minN && len(newS) >= minN:
 		_, p, err := stats.MannWhitneyU(oldS, newS)
@@ -359,6 +380,7 @@ func judgeLocation(d *Delta, oldS, newS []float64, opts CompareOptions, pool poo
 			return
 		}
 		d.P, d.Test = p, "mann-whitney"
+		reach = stats.MannWhitneyDetectable(oldS, newS, opts.Alpha, DetectPower)
 		if p < opts.Alpha && d.Change != 0 {
 			significant = sign(d.Change)
 		}
@@ -366,23 +388,25 @@ func judgeLocation(d *Delta, oldS, newS []float64, opts CompareOptions, pool poo
 		// Not gated: the rank test alone, below the declared minimum.
 		if _, p, err := stats.MannWhitneyU(oldS, newS); err == nil {
 			d.P, d.Test = p, "mann-whitney"
+			reach = stats.MannWhitneyDetectable(oldS, newS, opts.Alpha, DetectPower)
 			if p < opts.Alpha && d.Change != 0 {
 				significant = sign(d.Change)
 			}
 		}
-	case pool.df >= minPooledDF && allPositive(oldS) && allPositive(newS):
-		p, diff, mde := pool.test(oldS, newS, opts.Alpha)
+	case pool.DF >= minPooledDF && stats.AllPositive(oldS) && stats.AllPositive(newS):
+		p, diff := pool.TTest(oldS, newS)
 		d.P, d.Test = p, "pooled-t"
+		reach = pool.Detectable(len(oldS), len(newS), opts.Alpha, DetectPower)
 		if p < opts.Alpha && diff != 0 {
 			significant = sign(diff)
-		} else if mde > math.Log(2) && d.Decl.Gated {
-			d.Verdict = VerdictUnjudged
-			d.Why = fmt.Sprintf("%d and %d samples with a pooled noise of ±%.0f%% (log-sd over %d df): even a 2x change would not be significant", len(oldS), len(newS), 100*(math.Exp(math.Sqrt(pool.variance))-1), pool.df)
-			return
 		}
 	case len(oldS) >= 2 && len(newS) >= 2:
 		d.Test = "separation"
 		significant = separated(oldS, newS, opts.Threshold)
+		// It shows a change only beyond the threshold plus the spread of both sides.
+		if stats.AllPositive(oldS) && stats.AllPositive(newS) {
+			reach = math.Log1p(opts.Threshold) + (math.Log(slices.Max(oldS)/slices.Min(oldS))+math.Log(slices.Max(newS)/slices.Min(newS)))/2
+		}
 	default:
 		if d.Decl.Gated {
 			d.Verdict = VerdictUnjudged
@@ -390,8 +414,21 @@ func judgeLocation(d *Delta, oldS, newS []float64, opts CompareOptions, pool poo
 		}
 		return
 	}
+	d.Detectable = math.Expm1(reach)
 	if significant == 0 {
 		d.Verdict = judgeTail(d, oldS, newS, opts, lower, directed)
+		if d.Verdict == VerdictSame && directed && d.Decl.Gated && opts.Threshold > 0 && !(d.Detectable <= opts.Threshold) {
+			d.Verdict = VerdictUnjudged
+			d.Why = fmt.Sprintf("%s with %d and %d samples could see a change of %s at %d%% power, not the threshold's %s", d.Test, len(oldS), len(newS),
+				detectableString(d.Detectable), int(100*DetectPower), FormatThreshold(opts.Threshold))
+			if d.Test == "separation" {
+				d.Why = fmt.Sprintf("separation with %d and %d samples shows only changes beyond %s (the threshold plus both sides' spread), not the threshold's %s",
+					len(oldS), len(newS), detectableString(d.Detectable), FormatThreshold(opts.Threshold))
+			}
+			if d.Test == "pooled-t" {
+				d.Why += fmt.Sprintf(" (pooled noise ±%.0f%%, log-sd over %d df)", 100*math.Expm1(math.Sqrt(pool.Variance())), pool.DF)
+			}
+		}
 		return
 	}
 	if !directed {
@@ -408,6 +445,15 @@ func judgeLocation(d *Delta, oldS, newS []float64, opts CompareOptions, pool poo
 	default:
 		d.Verdict = VerdictWorse
 	}
+}
+
+// detectableString prints the smallest change a test could see: "±12%", or "no change
+// at all" when it could see none.
+func detectableString(v float64) string {
+	if math.IsInf(v, 1) || math.IsNaN(v) {
+		return "no change at all"
+	}
+	return fmt.Sprintf("±%.0f%%", 100*v)
 }
 
 // judgeTail judges the p99 of declarations that gate it, when the median did not move:
@@ -431,33 +477,13 @@ func judgeTail(d *Delta, oldS, newS []float64, opts CompareOptions, lower, direc
 		}
 		return n
 	}
-	p := fisherGreater(beyond(newS), len(newS), beyond(oldS), len(oldS))
+	p := stats.FisherGreater(beyond(newS), len(newS), beyond(oldS), len(oldS))
 	if p >= opts.Alpha {
 		return VerdictSame
 	}
 	d.P, d.Test = p, "p99/fisher"
 	d.Why = fmt.Sprintf("p99 %+.1f%% with the median unchanged", 100*change)
 	return VerdictRegression
-}
-
-// fisherGreater is the one-sided p-value of Fisher's exact test that the rate a/n exceeds
-// b/m: the hypergeometric probability of a or more of the a+b successes falling in n.
-func fisherGreater(a, n, b, m int) float64 {
-	k, total := a+b, n+m
-	lchoose := func(n, k int) float64 {
-		x, _ := math.Lgamma(float64(n + 1))
-		y, _ := math.Lgamma(float64(k + 1))
-		z, _ := math.Lgamma(float64(n - k + 1))
-		return x - y - z
-	}
-	p := 0.0
-	for i := a; i <= min(k, n); i++ {
-		if k-i > m {
-			continue
-		}
-		p += math.Exp(lchoose(n, i) + lchoose(m, k-i) - lchoose(total, k))
-	}
-	return min(p, 1)
 }
 
 // separated is +1 when every NEW sample exceeds every OLD sample by more than threshold
@@ -483,10 +509,6 @@ func sign(v float64) int {
 		return -1
 	}
 	return 0
-}
-
-func allPositive(s []float64) bool {
-	return !slices.ContainsFunc(s, func(v float64) bool { return v <= 0 })
 }
 
 // metricName identifies a metric across runs: name/backend=B/params in order.
@@ -569,7 +591,7 @@ func (c *Comparison) Err() error {
 // the reasons of failing verdicts and a one-line conclusion.
 func (c *Comparison) Write(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "METRIC\tOLD p50 ±ci n\tNEW p50 ±ci n\tDELTA\tOLD p99/max\tNEW p99/max\tP (test)\tDRIFT\tVERDICT")
+	fmt.Fprintln(tw, "METRIC\tOLD p50 ±ci n\tNEW p50 ±ci n\tDELTA\tOLD p99/max\tNEW p99/max\tP (test)\tSEES\tDRIFT\tVERDICT")
 	for _, d := range c.Deltas {
 		oldCol, newCol, delta, oldTail, newTail, p, drift := "—", "—", "", "—", "—", "", ""
 		if d.Old != nil {
@@ -592,7 +614,7 @@ func (c *Comparison) Write(w io.Writer) error {
 		if d.Drift != 1 && d.Drift != 0 {
 			drift = fmt.Sprintf("×%.2f", d.Drift)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Metric, oldCol, newCol, delta, oldTail, newTail, p, drift, d.Verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Metric, oldCol, newCol, delta, oldTail, newTail, p, seesString(d.Detectable), drift, d.Verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("compare: %w", err)
@@ -618,9 +640,23 @@ func (c *Comparison) Write(w io.Writer) error {
 	if c.Err() != nil {
 		verdict = "FAIL"
 	}
-	_, err := fmt.Fprintf(w, "\n%s: %s (threshold %s, alpha %g; Mann-Whitney U with >= %d samples a side, pooled log-t or separation below; distributions Holm-corrected at %g)\n",
-		verdict, strings.Join(parts, ", "), FormatThreshold(c.Options.Threshold), c.Options.Alpha, c.Options.MinSamples, c.Options.FitAlpha)
+	_, err := fmt.Fprintf(w, "\n%s: %s (threshold %s, alpha %g; Mann-Whitney U with >= %d samples a side, pooled log-t or separation below; \"~\" only where the test sees the threshold with %d%% power (SEES: the smallest change it sees); distributions Holm-corrected at %g)\n",
+		verdict, strings.Join(parts, ", "), FormatThreshold(c.Options.Threshold), c.Options.Alpha, c.Options.MinSamples, int(100*DetectPower), c.Options.FitAlpha)
 	return err
+}
+
+// seesString prints the SEES column: the smallest change the cell's test sees ("±12%"),
+// "any" for an exact figure, "none" when it sees none, "" where no threshold applies.
+func seesString(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return ""
+	case v == 0:
+		return "any"
+	case math.IsInf(v, 1):
+		return "none"
+	}
+	return fmt.Sprintf("±%.0f%%", 100*v)
 }
 
 // spread is the half-width of the 95% CI relative to the median, as benchstat prints it.
@@ -653,82 +689,28 @@ func FormatThreshold(f float64) string {
 // minPooledDF is the fewest degrees of freedom of a pooled variance the pooled rule uses.
 const minPooledDF = 3
 
-// pooled is the variance of log samples pooled over the cells of one declaration and
-// backend in both runs, with its degrees of freedom.
-type pooled struct {
-	variance float64
-	df       int
-}
-
-// pooledNoise holds the pooled variance per declaration and backend.
-type pooledNoise map[string]pooled
+// pooledNoise holds the noise of log samples pooled per declaration and backend over
+// both runs: the pooled rule takes relative noise alike across the sizes of a figure.
+type pooledNoise map[string]stats.LogNoise
 
 func poolKey(d Metric, backend string) string {
 	return d.Measurement + "{" + paramString(d.Match, ",") + "}/" + backend
 }
 
-// newPooledNoise pools the variance of the log samples of every mcell with 2 or more
-// positive samples, per declaration and backend, over both runs.
+// newPooledNoise pools the log samples of every mcell with 2 or more positive samples,
+// per declaration and backend, over both runs.
 func newPooledNoise(oldCells, newCells []mcell, decl func(mcell) Metric) pooledNoise {
-	type acc struct {
-		ss float64
-		df int
-	}
-	accs := map[string]*acc{}
-	for _, cl := range slices.Concat(oldCells, newCells) {
-		s := cl.m.Samples
-		if len(s) < 2 || !allPositive(s) {
-			continue
-		}
-		mean := 0.0
-		for _, v := range s {
-			mean += math.Log(v)
-		}
-		mean /= float64(len(s))
-		ss := 0.0
-		for _, v := range s {
-			ss += (math.Log(v) - mean) * (math.Log(v) - mean)
-		}
-		k := poolKey(decl(cl), cl.backend)
-		if accs[k] == nil {
-			accs[k] = &acc{}
-		}
-		accs[k].ss += ss
-		accs[k].df += len(s) - 1
-	}
 	p := pooledNoise{}
-	for k, a := range accs {
-		p[k] = pooled{variance: a.ss / float64(a.df), df: a.df}
+	for _, cl := range slices.Concat(oldCells, newCells) {
+		k := poolKey(decl(cl), cl.backend)
+		n := p[k]
+		n.Add(cl.m.Samples)
+		p[k] = n
 	}
 	return p
 }
 
-func (p pooledNoise) of(d Metric, backend string) pooled { return p[poolKey(d, backend)] }
-
-// test is the two-sided t-test of the means of the log samples with the pooled
-// variance: its p-value, the difference of the means (NEW - OLD), and the smallest
-// difference of log means that would be significant at alpha (the test's reach: a
-// non-significant result says nothing of changes below it).
-func (p pooled) test(oldS, newS []float64, alpha float64) (pValue, diff, mde float64) {
-	meanLog := func(s []float64) float64 {
-		m := 0.0
-		for _, v := range s {
-			m += math.Log(v)
-		}
-		return m / float64(len(s))
-	}
-	diff = meanLog(newS) - meanLog(oldS)
-	se := math.Sqrt(p.variance * (1/float64(len(oldS)) + 1/float64(len(newS))))
-	if se == 0 {
-		if diff == 0 {
-			return 1, 0, 0
-		}
-		return 0, diff, 0
-	}
-	dist := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(p.df)}
-	t := math.Abs(diff) / se
-	return 2 * dist.Survival(t), diff, dist.Quantile(1-alpha/2) * se
-}
+func (p pooledNoise) of(d Metric, backend string) stats.LogNoise { return p[poolKey(d, backend)] }
 
 // fitP returns the chi-square p-value of a distribution: recorded in Extra, else
 // recomputed for uniform shares.
@@ -747,25 +729,8 @@ func fitP(m *Measurement) (float64, bool) {
 	return p, err == nil
 }
 
-// holm returns which of ps Holm's step-down method rejects at family-wise level alpha.
-func holm(ps []float64, alpha float64) []bool {
-	order := make([]int, len(ps))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(ps[a], ps[b]) })
-	rejected := make([]bool, len(ps))
-	for rank, i := range order {
-		if ps[i] >= alpha/float64(len(ps)-rank) {
-			break
-		}
-		rejected[i] = true
-	}
-	return rejected
-}
-
 // judgeFits judges the distributions deltas[fits]: each side's p-values Holm-corrected
-// over the distributions judged; a fit in OLD that is a misfit in NEW regresses.
+// over the distributions judged; a misfit in NEW regresses (a fit in OLD or not).
 func judgeFits(deltas []Delta, fits []int, oldBy, newBy map[string]mcell, alpha float64) {
 	var judged []int
 	var oldPs, newPs []float64
@@ -785,7 +750,7 @@ func judgeFits(deltas []Delta, fits []int, oldBy, newBy map[string]mcell, alpha 
 		judged = append(judged, i)
 		oldPs, newPs = append(oldPs, op), append(newPs, np)
 	}
-	oldRej, newRej := holm(oldPs, alpha), holm(newPs, alpha)
+	oldRej, newRej := stats.Holm(oldPs, alpha), stats.Holm(newPs, alpha)
 	for k, i := range judged {
 		d := &deltas[i]
 		d.P, d.Test = newPs[k], fmt.Sprintf("chi-square/holm m=%d", len(judged))
@@ -797,11 +762,15 @@ func judgeFits(deltas []Delta, fits []int, oldBy, newBy map[string]mcell, alpha 
 			d.Verdict = VerdictWorse
 		case oldRej[k] && !newRej[k]:
 			d.Verdict = VerdictBetter
+		case newRej[k] && d.Decl.Gated:
+			// A misfit in NEW is a selection that does not follow its shares, whether or
+			// not OLD had the same bug.
+			d.Verdict = VerdictRegression
+			d.Why = fmt.Sprintf("misfit p=%.3g in NEW, and p=%.3g in OLD: a misfit in both runs is still a misfit (Holm over %d distributions at %g)", newPs[k], oldPs[k], len(judged), alpha)
+		case newRej[k]:
+			d.Verdict = VerdictWorse
 		default:
 			d.Verdict = VerdictSame
-			if newRej[k] {
-				d.Why = "misfit in both runs"
-			}
 		}
 	}
 }

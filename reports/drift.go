@@ -55,6 +55,10 @@ type DriftEstimate struct {
 	// Worst is the largest significant control factor above 1 (the machine slower in
 	// NEW), 1 when no control slowed.
 	Worst float64
+	// Fastest is the smallest significant control factor below 1 (the machine faster in
+	// NEW), 1 when no control sped up: a faster machine can hide a regression of a figure
+	// without a control of its own.
+	Fastest float64
 
 	byName map[string]ControlDrift
 	// ratioNoise is the variance of the log of the per-sample ratio figure/control,
@@ -99,7 +103,7 @@ const MaxDrift = 2.0
 func EstimateDrift(oldRun, newRun *Results, decl func(mcell) Metric, alpha float64) DriftEstimate {
 	oldOrder, oldBy := index(oldRun)
 	_, newBy := index(newRun)
-	e := DriftEstimate{Worst: 1, byName: map[string]ControlDrift{}}
+	e := DriftEstimate{Worst: 1, Fastest: 1, byName: map[string]ControlDrift{}}
 	for _, c := range oldOrder {
 		name, ok := controlName(c, decl(c))
 		if !ok {
@@ -126,6 +130,9 @@ func EstimateDrift(oldRun, newRun *Results, decl func(mcell) Metric, alpha float
 		// figures is bounded by MaxDrift.
 		if cd.Significant && cd.Factor > e.Worst && (cd.Factor <= MaxDrift || cd.Interleaved && cd.Factor <= MaxInterleavedDrift) {
 			e.Worst = cd.Factor
+		}
+		if cd.Significant && cd.Factor < e.Fastest && (cd.Factor >= 1/MaxDrift || cd.Interleaved && cd.Factor >= 1/MaxInterleavedDrift) {
+			e.Fastest = cd.Factor
 		}
 		e.byName[name] = cd
 		e.Controls = append(e.Controls, cd)
@@ -169,7 +176,7 @@ func perSampleRatio(fig, ctl []float64, lower bool) []float64 {
 }
 
 // apply accounts for drift in the verdict of a location delta d (see DriftEstimate).
-func (e DriftEstimate) apply(d *Delta, oc, nc mcell, opts CompareOptions, pool pooled) {
+func (e DriftEstimate) apply(d *Delta, oc, nc mcell, opts CompareOptions, pool stats.LogNoise) {
 	lower, directed := direction(d)
 	if !directed {
 		return
@@ -202,12 +209,32 @@ func (e DriftEstimate) apply(d *Delta, oc, nc mcell, opts CompareOptions, pool p
 			nd.Change = (ns.P50 - nd.Old.P50) / math.Abs(nd.Old.P50)
 		}
 		judgeLocation(&nd, oc.m.Samples, norm, opts, pool)
-		if nd.Verdict == VerdictRegression {
-			d.Why += fmt.Sprintf("; still %+.1f%% after normalising by the machine drift ×%.2f of %s", 100*nd.Change, cd.Factor, name)
+		switch nd.Verdict {
+		case VerdictRegression:
+			// The regression that stands is the normalised one, which may be another
+			// statistic than the raw one (a p99 with the median explained): name it.
+			d.P, d.Test = nd.P, nd.Test
+			d.Why = fmt.Sprintf("after normalising by the machine drift ×%.2f of %s: %s (as measured: median %+.1f%%)", cd.Factor, name, nd.Why, 100*d.Change)
+			return
+		case VerdictUnjudged:
+			d.Verdict = VerdictUnjudged
+			d.Why = fmt.Sprintf("%+.1f%% as measured; normalised by the machine drift ×%.2f of %s: %s", 100*d.Change, cd.Factor, name, nd.Why)
 			return
 		}
 		d.Verdict = VerdictDrift
 		d.Why = fmt.Sprintf("%+.1f%%, but the machine drift ×%.2f of %s explains it: normalised change %+.1f%%", 100*d.Change, cd.Factor, name, 100*nd.Change)
+		return
+	}
+	if d.Verdict == VerdictSame && d.Decl.Gated && e.Fastest < 1 && !math.IsNaN(d.Detectable) {
+		// No control of its own, on a machine that the controls say got faster: a
+		// regression up to that speed-up would show as no change. The test's reach
+		// widens by it.
+		d.Detectable = math.Expm1(math.Log1p(d.Detectable) - math.Log(e.Fastest))
+		if opts.Threshold > 0 && d.Detectable > opts.Threshold {
+			d.Verdict = VerdictUnjudged
+			d.Why = fmt.Sprintf("no change shown, but the machine measured ×%.2f faster in NEW (%s) and this figure has no control of its own: a regression of up to %s could hide behind it, more than the threshold's %s",
+				e.Fastest, e.fastestName(), detectableString(d.Detectable), FormatThreshold(opts.Threshold))
+		}
 		return
 	}
 	if d.Verdict != VerdictRegression || e.Worst <= 1 {
@@ -235,7 +262,7 @@ func (e DriftEstimate) apply(d *Delta, oc, nc mcell, opts CompareOptions, pool p
 // Few samples are judged with the ratio's noise pooled over the sizes of the figure;
 // when even that cannot judge the ratio, the change is "DRIFT?". A tail regression
 // (p99) stands only when the figure's p99 grew by the bound more than its control's.
-func applyPaired(d *Delta, oc, nc mcell, cd ControlDrift, opts CompareOptions, lower bool, noise pooled, worst float64) {
+func applyPaired(d *Delta, oc, nc mcell, cd ControlDrift, opts CompareOptions, lower bool, noise stats.LogNoise, worst float64) {
 	d.Drift = cd.Factor
 	if d.Verdict != VerdictRegression && d.Verdict != VerdictUnjudged {
 		return
@@ -278,19 +305,21 @@ func applyPaired(d *Delta, oc, nc mcell, cd ControlDrift, opts CompareOptions, l
 	bound := max(opts.Threshold, opts.MinEffect)
 	worse := (effect > 0) == lower
 	if nd.Verdict == VerdictUnjudged {
-		// Too few samples, and the ratio's pooled noise too large, to tell whether the
-		// change goes beyond the machine: compare cannot tell code from machine.
-		d.Verdict = VerdictUnexplainedDrift
-		d.Why = fmt.Sprintf("%+.1f%%, and against its interleaved control %s (×%.2f) the ratio moved %+.1f%%, which its noise cannot judge (%s); rerun with more samples or on a quiet machine",
+		// Too few samples, or the ratio's noise too large, to tell whether the change
+		// goes beyond the machine: the test of the ratio could not see the threshold.
+		d.Verdict, d.Detectable = VerdictUnjudged, nd.Detectable
+		d.Why = fmt.Sprintf("%+.1f%%, and against its interleaved control %s (×%.2f) the ratio moved %+.1f%%, which its test cannot judge (%s); rerun with more samples or on a quiet machine",
 			100*d.Change, cd.Metric, cd.Factor, 100*effect, nd.Why)
 		return
 	}
 	own := math.Abs(math.Log(cd.Factor)) > math.Log1p(opts.Threshold) && (cd.Significant || math.IsNaN(cd.P))
-	if !own && worst <= 1+opts.Threshold {
-		// No drift to explain: neither this control nor any other moved beyond the
-		// threshold. The ratio would only add the control's own noise (±30% pass to
-		// pass for the sync's machine control here): the figure is judged as measured.
-		d.Why += fmt.Sprintf("; the machine unchanged (its control ×%.2f, the worst ×%.2f), nothing to explain", cd.Factor, worst)
+	if !own {
+		// No drift to explain: this figure's own control, taken beside it, did not move
+		// beyond the threshold, whatever other cells' controls did (a verdict must not
+		// depend on which other cell drifted). The ratio would only add the control's
+		// own noise (±30% pass to pass for the sync's machine control here): the figure
+		// is judged as measured.
+		d.Why += fmt.Sprintf("; its own control unchanged (×%.2f), nothing to explain", cd.Factor)
 		return
 	}
 	if worse && math.Abs(effect) > bound && nd.Verdict == VerdictRegression {
@@ -302,7 +331,7 @@ func applyPaired(d *Delta, oc, nc mcell, cd ControlDrift, opts CompareOptions, l
 			100*d.Change, cd.Metric, 100*effect, nd.Test, cd.Factor, worst)
 		return
 	}
-	d.Verdict = VerdictDrift
+	d.Verdict, d.Detectable = VerdictDrift, nd.Detectable
 	d.Why = fmt.Sprintf("%+.1f%%, but against its interleaved control %s (×%.2f) the per-sample ratio moved %+.1f%% (%s): within the minimum effect %s or not significant; the machine, not the code",
 		100*d.Change, cd.Metric, cd.Factor, 100*effect, cmp.Or(nd.Test, "no test"), FormatThreshold(bound))
 }
@@ -310,6 +339,15 @@ func applyPaired(d *Delta, oc, nc mcell, cd ControlDrift, opts CompareOptions, l
 // worstName names the control with the worst drift.
 func (e DriftEstimate) worstName() string {
 	i := slices.IndexFunc(e.Controls, func(c ControlDrift) bool { return c.Significant && c.Factor == e.Worst })
+	if i < 0 {
+		return ""
+	}
+	return e.Controls[i].Metric
+}
+
+// fastestName names the control with the largest significant speed-up.
+func (e DriftEstimate) fastestName() string {
+	i := slices.IndexFunc(e.Controls, func(c ControlDrift) bool { return c.Significant && c.Factor == e.Fastest })
 	if i < 0 {
 		return ""
 	}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 
 	"kpbench.dev/kpbench/reports/stats"
@@ -468,10 +469,16 @@ func (r *GateReport) Write(w io.Writer) error {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[v], v))
 		}
 	}
-	fmt.Fprintf(&b, "\n%s (threshold %s, %g%% interval, rank-test alpha %.2g per cell = %g/%d cells)\n", strings.Join(parts, ", "),
-		FormatThreshold(o.Threshold), 100*o.Confidence, r.Alpha, 1-o.Confidence, len(r.Cells))
+	fmt.Fprintf(&b, "\n%s (threshold %s, %g%% interval, rank-test alpha %.2g per cell = %s/%d cells)\n", strings.Join(parts, ", "),
+		FormatThreshold(o.Threshold), 100*o.Confidence, r.Alpha, levelString(1-o.Confidence), len(r.Cells))
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// levelString prints a level computed from one a person wrote as they wrote it: 1-0.95
+// is "0.05", not 0.050000000000000044.
+func levelString(v float64) string {
+	return strconv.FormatFloat(v, 'g', 10, 64)
 }
 
 func gateRatio(v float64) string {

@@ -158,3 +158,25 @@ func TestGateRoundsMustAgree(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, GateRegression, rep.Cells[0].Verdict, "both rounds agree")
 }
+
+// TestGateAlphaAsWritten: the gate prints its level as a person wrote it.
+func TestGateAlphaAsWritten(t *testing.T) {
+	tests := []struct {
+		confidence float64
+		want       string
+	}{
+		{0.95, "= 0.05/1 cells"},
+		{0.99, "= 0.01/1 cells"},
+		{0.9, "= 0.1/1 cells"},
+	}
+	for _, tt := range tests {
+		t.Run(strconv.FormatFloat(tt.confidence, 'g', -1, 64), func(t *testing.T) {
+			rep, err := Gate(abRun(1, 1, 10, 0, nil), GateOptions{A: "a", B: "b", Threshold: 0.10, Confidence: tt.confidence})
+			require.NoError(t, err)
+			var b bytes.Buffer
+			require.NoError(t, rep.Write(&b))
+			assert.Contains(t, b.String(), tt.want)
+			assert.NotContains(t, b.String(), "0000000")
+		})
+	}
+}

@@ -211,7 +211,7 @@ func htmlComparison(kc kernelComparison) htmlKernels {
 			hr.Cells = append(hr.Cells, c)
 		}
 		if row.Best >= 0 {
-			hr.Verdict = fmt.Sprintf("%s, %s %s than the worst", kc.Kernels[row.Best], ratioString(row.Ratio), comparative(row.Unit, directionOf(row.Question)))
+			hr.Verdict = fmt.Sprintf("%s, %s %s than the worst", kc.Kernels[row.Best], ratioString(row.Ratio), comparative(row.Unit, row.Better))
 		}
 		hk.Rows = append(hk.Rows, hr)
 	}
@@ -287,16 +287,6 @@ func chartFontFace() template.CSS {
 		base64.StdEncoding.EncodeToString(liberationsansregular.TTF) + `) format("truetype"); }`)
 }
 
-// directionOf is the fallback direction of the question titled q.
-func directionOf(q string) Better {
-	for _, qq := range questions {
-		if qq.Title == q {
-			return qq.Better
-		}
-	}
-	return NoDirection
-}
-
 // metaLine says when the runs ran, how long they took and where they came from.
 func metaLine(srcs []Source) string {
 	var parts []string
@@ -347,8 +337,10 @@ func htmlSectionOf(s section, palette []string) (htmlSection, error) {
 		}
 		hs.Answers.Rows = append(hs.Answers.Rows, hr)
 	}
-	if len(at.Rows) > 0 && slices.ContainsFunc(at.Rows, func(r answerRow) bool { return r.Question.Names[0] == MeasureLookup }) {
-		hs.Pooling = "First-packet latency pools the first, middle and last Service of the rule order."
+	for _, row := range at.Rows {
+		if p := row.Question.Pooling; p != "" && !strings.Contains(hs.Pooling, p) {
+			hs.Pooling = joinNonEmpty(" ", hs.Pooling, p)
+		}
 	}
 	outs := Outliers(r)
 	for _, o := range outs {
@@ -445,6 +437,17 @@ func answerCell(a answer) htmlAnswerCell {
 		return c
 	}
 	next := a.Standings[1]
+	if !a.Significant && a.Better != NoDirection {
+		// No winner without a significant lead: both figures, and why.
+		c.Winner = "within noise"
+		c.Value = fmt.Sprintf("%s %s, %s %s", best.Backend, formatValue(best.Value, best.Unit), next.Backend, formatValue(next.Value, next.Unit))
+		c.Vs = fmt.Sprintf("no significant difference with %d and %d samples", best.Summary.N, next.Summary.N)
+		if len(a.Standings) > 2 {
+			last := a.Standings[len(a.Standings)-1]
+			c.Last = fmt.Sprintf("last: %s %s", last.Backend, formatValue(last.Value, last.Unit))
+		}
+		return c
+	}
 	if ratio, ok := a.Ratio(); ok && ratio < 1.05 {
 		c.Vs = fmt.Sprintf("within 5%% of %s (%s)", next.Backend, formatValue(next.Value, next.Unit))
 	} else if ok {

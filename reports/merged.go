@@ -230,6 +230,8 @@ type kernelRow struct {
 	Best  int
 	Ratio float64
 	Unit  string
+	// Better is the figure's direction.
+	Better Better
 }
 
 // kernelComparisons finds the scenarios run on two or more kernels among srcs and
@@ -299,7 +301,7 @@ func envComparisons(srcs []Source, axis envAxis) []kernelComparison {
 				}
 			}
 		}
-		for _, q := range questions {
+		for _, q := range questions() {
 			for _, size := range sizes {
 				for _, b := range bs {
 					row := kernelRow{Question: q.Title, Backend: b, Size: size, Values: make([]*standing, len(cols)), Best: -1}
@@ -317,6 +319,7 @@ func envComparisons(srcs []Source, axis envAxis) []kernelComparison {
 						continue
 					}
 					row.Best, row.Ratio = bestOf(row.Values, better)
+					row.Better = better
 					kc.Rows = append(kc.Rows, row)
 				}
 			}

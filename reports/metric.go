@@ -67,49 +67,6 @@ type Metric struct {
 	Control map[string]string `json:"control,omitempty"`
 }
 
-// LegacyMetrics are the declarations of the measurements kpbench recorded before results
-// files carried their own (Results.Metrics empty): compare and reports read such files
-// with these. They describe those files, so they do not change when a measurement's
-// declaration does.
-var LegacyMetrics = []Metric{
-	{Measurement: MeasureSync, Match: map[string]string{"kind": "full"}, Title: "full sync", Unit: UnitSeconds, Better: LowerIsBetter,
-		Gated: true, Test: TestLocation, MinSamples: 5, Statistics: []string{"p50"}},
-	{Measurement: MeasureSync, Match: map[string]string{"kind": "partial"}, Title: "partial sync", Unit: UnitSeconds, Better: LowerIsBetter,
-		Gated: true, Test: TestLocation, MinSamples: 5, Statistics: []string{"p50"}},
-	{Measurement: MeasureLookup, Title: "first-packet latency", Unit: UnitSeconds, Better: LowerIsBetter,
-		Gated: true, Test: TestLocation, MinSamples: 50, Statistics: []string{"p50", "p99"}, Control: lookupControl},
-	{Measurement: MeasureLookup, Match: map[string]string{"position": "established"}, Title: "established-connection latency (control)",
-		Unit: UnitSeconds, Better: LowerIsBetter},
-	{Measurement: MeasureDistribution, Title: "connections per endpoint", Unit: UnitCount, Gated: true, Test: TestFit, MinSamples: 2},
-	{Measurement: MeasureRules, Title: "rules in the kernel", Unit: UnitCount, Better: LowerIsBetter, Gated: true, Test: TestExact, MinSamples: 1},
-	{Measurement: MeasureRulesMemory, Title: "kernel memory of the rules", Unit: UnitBytes, Better: LowerIsBetter},
-	{Measurement: MeasureProgrammingLatency, Title: "programming latency", Unit: UnitSeconds, Better: LowerIsBetter,
-		Gated: true, Test: TestLocation, MinSamples: 20, Statistics: []string{"p50", "p99"}},
-	{Measurement: MeasureThroughput, Title: "throughput", Unit: UnitPerSecond, Better: HigherIsBetter,
-		Gated: true, Test: TestLocation, MinSamples: 10, Statistics: []string{"p50"}},
-	{Measurement: MeasureThroughputConnections, Title: "new connections per second", Unit: UnitPerSecond, Better: HigherIsBetter,
-		Gated: true, Test: TestLocation, MinSamples: 10, Statistics: []string{"p50"}},
-	{Measurement: MeasureThroughputRequests, Title: "kept-alive requests per second", Unit: UnitPerSecond, Better: HigherIsBetter,
-		Gated: true, Test: TestLocation, MinSamples: 10, Statistics: []string{"p50"}},
-}
-
-// lookupControl names the established-connection control beside every lookup position.
-var lookupControl = map[string]string{"kind": "established", "position": "established"}
-
-// LookupControl returns the Control of lookup declarations: the established-connection
-// control measured beside every position.
-func LookupControl() map[string]string { return maps.Clone(lookupControl) }
-
-// ControlSuffix ends the kind of a sync's machine control: "full-control" is measured
-// around every full sync, "partial-control" around every partial one.
-const ControlSuffix = "-control"
-
-// SyncControl returns the Control of the sync declaration of kind (full, partial): the
-// machine control timed around every sync of that kind.
-func SyncControl(kind string) map[string]string {
-	return map[string]string{"kind": kind + ControlSuffix}
-}
-
 // Matches reports whether the declaration describes m.
 func (f Metric) Matches(m *Measurement) bool {
 	if f.Measurement != m.Name {
@@ -133,6 +90,22 @@ func MetricOf(figs []Metric, m *Measurement) (f Metric, ok bool) {
 		}
 	}
 	return f, ok
+}
+
+// metricOf returns the declaration of m in r: the one r holds, else the one kpbench read
+// files without declarations with (LegacyMetrics), else the one it declares today; false
+// for a measurement none declares.
+func metricOf(r *Results, m *Measurement) (Metric, bool) {
+	if d, ok := MetricOf(r.Metrics, m); ok {
+		return d, true
+	}
+	if d, ok := MetricOf(LegacyMetrics(), m); ok {
+		return d, true
+	}
+	if ms, ok := measureNamed(Measures(), m.Name); ok {
+		return MetricOf(ms.Metrics, m)
+	}
+	return Metric{}, false
 }
 
 // Declare adds figs to the results' declarations, once each (same measurement and

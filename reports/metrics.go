@@ -165,14 +165,15 @@ type comparisonRow struct {
 	Ratio       float64
 }
 
-// comparisonRows groups r's measurements by name and params (distributions and per-rule
-// series excluded: they are drawn, not tabulated) in first-seen order, sizes increasing
+// comparisonRows groups r's measurements by name and params (series excluded:
+// Measure.Series are drawn, not tabulated) in first-seen order, sizes increasing
 // within a measurement.
 func comparisonRows(r *Results) []comparisonRow {
 	var rows []comparisonRow
 	idx := map[string]int{}
+	series := seriesNames()
 	for _, p := range points(r) {
-		if p.m.Name == MeasureDistribution || p.m.Name == MeasurePerRule || !p.m.Measured() {
+		if series[p.m.Name] || !p.m.Measured() {
 			continue
 		}
 		key := p.m.Name + "\x00" + paramString(p.m.Params, " ") + "\x00" + p.m.Unit

@@ -115,35 +115,6 @@ type Run struct {
 	Measurements []Measurement `json:"measurements"`
 }
 
-// Measurement names, the values of Measurement.Name that reports know how to draw.
-const (
-	// MeasureSync is the wall time of one Backend.Sync; Params "kind" is "full" or
-	// "partial", "services" the number of Services. Unit "s".
-	MeasureSync = "sync"
-	// MeasureLookup is the connect latency to a Service; Params "position" is "first",
-	// "middle", "last" (place in the rule order) or "established" (the control: a
-	// packet of an established connection, which skips the Service rules), "services"
-	// the number of Services. Unit "s".
-	MeasureLookup = "lookup"
-	// MeasureDistribution is how many connections each endpoint received; Samples[i] is
-	// the count of endpoint i (in endpoint order), Params "expected" the expected shares
-	// ("uniform" or comma-separated weights), Extra holds chi2, df and p_value. Unit "count".
-	MeasureDistribution = "distribution"
-	// MeasureRules is the number of rules (or bytes) a full sync wrote; Params
-	// "services". Unit "count" or "bytes".
-	MeasureRules = "rules"
-	// MeasureProgrammingLatency is the time from an API change (EndpointSlice written) to
-	// the first packet that follows the new rules. Unit "s".
-	MeasureProgrammingLatency = "programming-latency"
-	// MeasureThroughput is connections (or requests) per second through a Service;
-	// Params "services". Unit "1/s".
-	MeasureThroughput = "throughput"
-	// MeasurePerRule is the time to add one rule with one command; Samples[i] is the add
-	// of the rule that found i rules already in the table (plus Params "base", the
-	// table size before the first sample, default 0). Unit "s".
-	MeasurePerRule = "perrule"
-)
-
 // ExtraInterleaved, set to 1 in a control measurement's Extra, says the control was taken
 // interleaved with the figures it controls: its sample i in the same round (lookups) or
 // around the same sync (syncs) as their sample i. compare then judges the per-sample
@@ -166,7 +137,7 @@ const (
 // Measurement is one measured quantity at one point of the parameter space, with every
 // raw sample.
 type Measurement struct {
-	// Name is what was measured: one of the Measure* constants.
+	// Name is what was measured: one of the Measure* constants (Measures lists them).
 	Name string `json:"name"`
 	// Params locate the point: "services" (number of Services), "kind" (full, partial),
 	// "position" (first, middle, last, established), "expected" ... Values are strings

@@ -36,7 +36,7 @@ func Summary(w io.Writer, r *Results) error {
 				continue
 			}
 			c := answerCell(a)
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", row.Question.Title, best.Backend, formatValue(best.Value, best.Unit), joinNonEmpty("; ", c.Vs, c.Last, c.Missing))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", row.Question.Title, c.Winner, c.Value, joinNonEmpty("; ", c.Vs, c.Last, c.Missing))
 		}
 	}
 	rows := comparisonRows(r)
@@ -61,9 +61,9 @@ func Summary(w io.Writer, r *Results) error {
 		}
 	}
 	for _, p := range points(r) {
-		if p.m.Name == MeasureDistribution {
+		if d, ok := metricOf(r, p.m); ok && d.Test == TestFit {
 			if pv, ok := p.m.Extra["p_value"]; ok {
-				fmt.Fprintf(tw, "distribution\t%s\t%s: chi2 %.3g, p = %.3g\n", paramString(p.m.Params, " "), p.backend, p.m.Extra["chi2"], pv)
+				fmt.Fprintf(tw, "%s\t%s\t%s: chi2 %.3g, p = %.3g\n", p.m.Name, paramString(p.m.Params, " "), p.backend, p.m.Extra["chi2"], pv)
 			}
 		}
 	}

@@ -71,13 +71,15 @@ func (o Outlier) When() string {
 
 // Outliers returns every sample of r more than OutlierFactor times away from its
 // measurement's median (above it; or below it for rates, whose bad tail is low), in
-// decreasing factor. Distributions and per-rule series are left out: their samples are
-// per-endpoint counts and a growing series, not repeats of one figure.
+// decreasing factor. Series (Measure.Series: distributions, per-rule adds) are left
+// out: their samples are per-endpoint counts and a growing series, not repeats of one
+// figure.
 func Outliers(r *Results) []Outlier {
 	var out []Outlier
+	series := seriesNames()
 	for _, p := range points(r) {
 		m := p.m
-		if m.Name == MeasureDistribution || m.Name == MeasurePerRule || !m.Measured() || len(m.Samples) < minOutlierSamples {
+		if series[m.Name] || !m.Measured() || len(m.Samples) < minOutlierSamples {
 			continue
 		}
 		med := m.Summary.P50
@@ -156,16 +158,26 @@ func groupOutliers(outs []Outlier) []outlierGroup {
 
 // answeredOutliers keeps the outliers of the measurements the answers table reads.
 func answeredOutliers(outs []Outlier) []Outlier {
+	rows := questions()
 	var keep []Outlier
 	for _, o := range outs {
 		m := &Measurement{Name: o.Name, Params: o.Params, Unit: o.Unit, Samples: []float64{1}}
-		if slices.ContainsFunc(questions, func(q question) bool {
-			return slices.ContainsFunc(q.Names, func(n string) bool { return q.selects(m, n) })
-		}) {
+		if slices.ContainsFunc(rows, func(row questionRow) bool { return row.reads(m) }) {
 			keep = append(keep, o)
 		}
 	}
 	return keep
+}
+
+// seriesNames is the set of the measurement names that are series (Measure.Series).
+func seriesNames() map[string]bool {
+	out := map[string]bool{}
+	for _, m := range Measures() {
+		if m.Series {
+			out[m.Name] = true
+		}
+	}
+	return out
 }
 
 // tailText renders a summary's tail for a table cell: "p99 1.2 s, max 211 s" (one

@@ -132,7 +132,8 @@ func TestBenchName(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, benchName("b", &tt.m))
+			decl, _ := measureNamed(Measures(), tt.m.Name)
+			assert.Equal(t, tt.want, benchName(decl, "b", &tt.m))
 		})
 	}
 }

@@ -12,7 +12,6 @@ import (
 
 	"kpbench.dev/kpbench/internal/testutil"
 	"kpbench.dev/kpbench/reports"
-	"kpbench.dev/kpbench/scenarios/measure"
 )
 
 // TestChurnSmall runs the shipped churn-small scenario (1,000 Services, 50 changes/s for
@@ -55,11 +54,11 @@ func TestChurnSmall(t *testing.T) {
 			t.Fatalf("%s: no %s measurement", b, name)
 			return reports.Measurement{}
 		}
-		rate := get(measure.MeasureChurnRate)
+		rate := get(reports.MeasureChurnRate)
 		assert.InDelta(t, 50, rate.Samples[0], 5, "%s: changes per second achieved", b)
-		refusals := get(measure.MeasureChurnFalseRefusals)
+		refusals := get(reports.MeasureChurnFalseRefusals)
 		assert.LessOrEqual(t, refusals.Samples[0], max(1, refusals.Extra["probes"]/2000), "%s: false refusals, at most 0.05%% of probes", b)
-		syncHalf, dp := get(measure.MeasureProgrammingLatencySync), get(measure.MeasureProgrammingLatencyDataplane)
+		syncHalf, dp := get(reports.MeasureProgrammingLatency), get(reports.MeasureProgrammingLatencyDataplane)
 		changes := rate.Extra["changes"]
 		assert.Equal(t, 0.0, syncHalf.Extra["unsynced"], "%s: every change is carried by a sync", b)
 		assert.Len(t, syncHalf.Samples, int(changes), "%s", b)

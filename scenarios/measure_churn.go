@@ -24,16 +24,8 @@ func (churnMeasurement) Doc() string {
 
 // Metrics: churn figures are checked by limits, not by compare.
 func (churnMeasurement) Metrics() []reports.Metric {
-	count := func(name, title string) reports.Metric {
-		return reports.Metric{Measurement: name, Title: title, Unit: reports.UnitCount, Better: reports.LowerIsBetter, Test: reports.TestExact}
-	}
-	return []reports.Metric{
-		count(measure.MeasureChurnMisroutes, "churn: misroutes"),
-		count(measure.MeasureChurnFalseRefusals, "churn: false refusals"),
-		count(measure.MeasureChurnProbeFailures, "churn: other probe failures"),
-		{Measurement: measure.MeasureChurnRate, Title: "churn: changes per second achieved", Unit: reports.UnitPerSecond, Better: reports.HigherIsBetter},
-		{Measurement: measure.MeasureChurnSync, Title: "churn: sync durations", Unit: reports.UnitSeconds, Better: reports.LowerIsBetter},
-	}
+	return reports.MetricsOf(reports.MeasureChurnMisroutes, reports.MeasureChurnFalseRefusals, reports.MeasureChurnProbeFailures,
+		reports.MeasureChurnRate, reports.MeasureChurnSync)
 }
 
 // Decode reads ChurnParams (none).
@@ -101,7 +93,7 @@ func (p *ChurnParams) Measure(_ context.Context, s *Session) ([]reports.Measurem
 	labels := s.Labels()
 	res := c.analyze()
 	out := res.CorrectnessMeasurements(labels)
-	out = append(out, reports.Measurement{Name: measure.MeasureChurnRate, Params: maps.Clone(labels), Unit: reports.UnitPerSecond,
+	out = append(out, reports.Measurement{Name: reports.MeasureChurnRate, Params: maps.Clone(labels), Unit: reports.UnitPerSecond,
 		Samples: []float64{c.achieved}, Extra: map[string]float64{"target": c.target, "changes": float64(c.changes)}})
 	var full, partial []float64
 	for _, rec := range c.proxy.Records() {
@@ -123,7 +115,7 @@ func (p *ChurnParams) Measure(_ context.Context, s *Session) ([]reports.Measurem
 		}
 		kp := maps.Clone(labels)
 		kp["kind"] = k.kind
-		out = append(out, reports.Measurement{Name: measure.MeasureChurnSync, Params: kp, Unit: reports.UnitSeconds, Samples: k.samples})
+		out = append(out, reports.Measurement{Name: reports.MeasureChurnSync, Params: kp, Unit: reports.UnitSeconds, Samples: k.samples})
 	}
 	if err := res.Check(p.bounds(c)); err != nil {
 		return out, unmet(fmt.Errorf("churn: %w", err))

@@ -23,15 +23,14 @@ import (
 // distributionMeasurement counts new connections per endpoint of a generated Service.
 type distributionMeasurement struct{}
 
-func (distributionMeasurement) Name() string { return "distribution" }
+func (distributionMeasurement) Name() string { return reports.MeasureDistribution }
 func (distributionMeasurement) Doc() string {
 	return "Opens new connections to a Service over `endpoints` of the generated pods (made once, named after every ladder Service) and counts them per endpoint, with a chi-square goodness of fit against the expected shares (uniform, IPVS weights, or one endpoint for sticky selection). Every result carries chi2, df, p_value, max_deviation and same_backend_share."
 }
 
 // Metrics: the counts per endpoint, judged by their fit.
 func (distributionMeasurement) Metrics() []reports.Metric {
-	return []reports.Metric{{Measurement: reports.MeasureDistribution, Title: "connections per endpoint", Unit: reports.UnitCount,
-		Gated: true, Test: reports.TestFit, MinSamples: 2}}
+	return reports.MetricsOf(reports.MeasureDistribution)
 }
 
 // Decode reads DistributionParams.

@@ -15,16 +15,11 @@ import (
 	"kpbench.dev/kpbench/scenarios/synth"
 )
 
-// MeasureFirstPacket is the connect latency to a generated Service at one rank of the
-// rule order; Params "rank" is its place in percent (0% the first Service, 100% the
-// last), "index" the Service's index, "kind" connect, or established for the control.
-const MeasureFirstPacket = "first-packet"
-
 // firstPacketMeasurement times first packets along the whole rule order: the curve of
 // lookup cost against a Service's position, with its percentiles.
 type firstPacketMeasurement struct{}
 
-func (firstPacketMeasurement) Name() string { return MeasureFirstPacket }
+func (firstPacketMeasurement) Name() string { return reports.MeasureFirstPacket }
 func (firstPacketMeasurement) Doc() string {
 	return "First-packet latency percentiles per position: TCP connect latency from a host to generated Services at `positions` evenly spaced ranks of the rule order (0% the first, 100% the last), interleaved so that drift hits every rank alike, with the established-connection control. Where lookup gives three points, this gives the curve: linear in the rank for iptables' chain walk, flat for nftables' maps and IPVS's hash."
 }
@@ -32,13 +27,7 @@ func (firstPacketMeasurement) Doc() string {
 // Metrics: the connect latency at every rank is gated on its median and p99; the control
 // describes the machine.
 func (firstPacketMeasurement) Metrics() []reports.Metric {
-	return []reports.Metric{
-		{Measurement: MeasureFirstPacket, Match: map[string]string{"kind": "connect"}, Title: "first-packet latency by rank", Unit: reports.UnitSeconds,
-			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 50, Statistics: []string{"p50", "p99"},
-			Control: map[string]string{"kind": "established", "rank": "", "index": ""}},
-		{Measurement: MeasureFirstPacket, Match: map[string]string{"kind": "established"}, Title: "established-connection latency (control)", Unit: reports.UnitSeconds,
-			Better: reports.LowerIsBetter},
-	}
+	return reports.MetricsOf(reports.MeasureFirstPacket)
 }
 
 // Decode reads FirstPacketParams.
@@ -80,7 +69,7 @@ func (p *FirstPacketParams) Validate(v *Validation, path *field.Path) field.Erro
 		errs = append(errs, v.CheckHost(p.From, path.Child("from"))...)
 	}
 	if v.SyntheticServices < p.Positions {
-		errs = append(errs, field.Invalid(step.Child("name"), MeasureFirstPacket, fmt.Sprintf("probes %d ranks of the generated Services, and %d exist at this step: add more first (a churn with pattern add)", p.Positions, v.SyntheticServices)))
+		errs = append(errs, field.Invalid(step.Child("name"), reports.MeasureFirstPacket, fmt.Sprintf("probes %d ranks of the generated Services, and %d exist at this step: add more first (a churn with pattern add)", p.Positions, v.SyntheticServices)))
 	}
 	return errs
 }
@@ -124,7 +113,7 @@ func (p *FirstPacketParams) Measure(ctx context.Context, s *Session) ([]reports.
 	}
 	for i := range ms {
 		m := &ms[i]
-		m.Name = MeasureFirstPacket
+		m.Name = reports.MeasureFirstPacket
 		if rank := m.Params["position"]; m.Params["kind"] == "connect" {
 			m.Params["rank"], m.Params["index"] = label[rank], strconv.Itoa(index[rank])
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"kpbench.dev/kpbench/internal/testutil"
+	"kpbench.dev/kpbench/reports"
 )
 
 func TestFirstPacketRanks(t *testing.T) {
@@ -64,7 +65,7 @@ steps:
 	require.NoError(t, err)
 	var ranksSeen []string
 	for _, m := range res.Runs[0].Measurements {
-		require.Equal(t, MeasureFirstPacket, m.Name)
+		require.Equal(t, reports.MeasureFirstPacket, m.Name)
 		if m.Params["kind"] == "connect" {
 			ranksSeen = append(ranksSeen, m.Params["rank"]+"@"+m.Params["index"])
 			assert.Len(t, m.Samples, 20)
@@ -73,5 +74,5 @@ steps:
 	slices.Sort(ranksSeen)
 	assert.Equal(t, []string{"0%@0", "100%@49", "50%@25"}, ranksSeen)
 	require.NotEmpty(t, res.Metrics)
-	assert.Equal(t, MeasureFirstPacket, res.Metrics[0].Measurement, "the declaration is recorded with the figures")
+	assert.Equal(t, reports.MeasureFirstPacket, res.Metrics[0].Measurement, "the declaration is recorded with the figures")
 }

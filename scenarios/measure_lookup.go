@@ -18,7 +18,7 @@ import (
 // lookupMeasurement times first packets to the first, middle and last generated Service.
 type lookupMeasurement struct{}
 
-func (lookupMeasurement) Name() string { return "lookup" }
+func (lookupMeasurement) Name() string { return reports.MeasureLookup }
 func (lookupMeasurement) Doc() string {
 	return "First-packet cost: TCP connect latency from a host to the first, middle and last generated Service (positions in the rule order), interleaved, with the established-connection control: one request over a connection kept open, in every round right after its connects (established flows skip the Service rules; compare pairs sample i of each)."
 }
@@ -26,13 +26,7 @@ func (lookupMeasurement) Doc() string {
 // Metrics: connect latency per position is gated (median and p99); the established
 // control describes the machine.
 func (lookupMeasurement) Metrics() []reports.Metric {
-	return []reports.Metric{
-		{Measurement: reports.MeasureLookup, Match: map[string]string{"kind": "connect"}, Title: "first-packet latency", Unit: reports.UnitSeconds,
-			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 50, Statistics: []string{"p50", "p99"},
-			Control: reports.LookupControl()},
-		{Measurement: reports.MeasureLookup, Match: map[string]string{"kind": "established"}, Title: "established-connection latency (control)", Unit: reports.UnitSeconds,
-			Better: reports.LowerIsBetter},
-	}
+	return reports.MetricsOf(reports.MeasureLookup)
 }
 
 // Decode reads LookupParams.

@@ -27,12 +27,7 @@ func (perRuleMeasurement) Doc() string {
 
 // Metrics: the per-rule times describe a curve; they are not gated.
 func (perRuleMeasurement) Metrics() []reports.Metric {
-	return []reports.Metric{
-		{Measurement: reports.MeasurePerRule, Title: "time to add one rule", Unit: reports.UnitSeconds, Better: reports.LowerIsBetter},
-		{Measurement: reports.MeasurePerRuleService, Title: "time to add one Service, one iptables call per rule", Unit: reports.UnitSeconds, Better: reports.LowerIsBetter},
-		{Measurement: reports.MeasurePerRuleRestore, Match: map[string]string{"kind": "full"}, Title: "full sync of the same table with iptables-restore", Unit: reports.UnitSeconds, Better: reports.LowerIsBetter},
-		{Measurement: reports.MeasurePerRuleRestore, Match: map[string]string{"kind": "partial"}, Title: "partial sync (one Service) of the same table with iptables-restore", Unit: reports.UnitSeconds, Better: reports.LowerIsBetter},
-	}
+	return reports.MetricsOf(reports.MeasurePerRule, reports.MeasurePerRuleService, reports.MeasurePerRuleRestore)
 }
 
 // Decode reads PerRuleParams.

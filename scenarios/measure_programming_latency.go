@@ -24,17 +24,7 @@ func (programmingLatencyMeasurement) Doc() string {
 
 // Metrics: both halves are gated on their median and p99.
 func (programmingLatencyMeasurement) Metrics() []reports.Metric {
-	gated := func(match map[string]string, title string) reports.Metric {
-		return reports.Metric{Measurement: reports.MeasureProgrammingLatency, Match: match, Title: title, Unit: reports.UnitSeconds,
-			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 20, Statistics: []string{"p50", "p99"}}
-	}
-	return []reports.Metric{
-		gated(nil, "programming latency"),
-		gated(map[string]string{"half": "sync"}, "programming latency (to the end of the sync)"),
-		gated(map[string]string{"half": HalfAPIToProbe}, "programming latency (API write to the first probe from the node that saw it)"),
-		{Measurement: measure.MeasureProgrammingLatencyDataplane, Title: "programming latency (to the first probe that saw it)", Unit: reports.UnitSeconds,
-			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 20, Statistics: []string{"p50", "p99"}},
-	}
+	return reports.MetricsOf(reports.MeasureProgrammingLatency, reports.MeasureProgrammingLatencyDataplane)
 }
 
 // Decode reads ProgrammingLatencyParams (none).

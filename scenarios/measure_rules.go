@@ -14,12 +14,7 @@ import (
 // rulesMeasurement counts what the backend left in node 0's kernel.
 type rulesMeasurement struct{}
 
-// MeasureRulesMemory is the kernel memory the rules occupy: the growth of unreclaimable
-// slab plus vmalloc since before the lab was built (host-wide, so noisy on a shared
-// machine). The name is the reports' (reports.MeasureRulesMemory).
-const MeasureRulesMemory = reports.MeasureRulesMemory
-
-func (rulesMeasurement) Name() string { return "rules" }
+func (rulesMeasurement) Name() string { return reports.MeasureRules }
 func (rulesMeasurement) Doc() string {
 	return "Counts the rules the backend left in node 0's kernel (`-A` rules of iptables-save, rules and set elements of nft's table, IPVS virtual and real servers), and the kernel memory they occupy (growth since before the lab, host-wide)."
 }
@@ -27,11 +22,7 @@ func (rulesMeasurement) Doc() string {
 // Metrics: the rule count is exact and gated; the memory, one host-wide reading, is
 // informational.
 func (rulesMeasurement) Metrics() []reports.Metric {
-	return []reports.Metric{
-		{Measurement: reports.MeasureRules, Title: "rules in the kernel", Unit: reports.UnitCount, Better: reports.LowerIsBetter,
-			Gated: true, Test: reports.TestExact, MinSamples: 1},
-		{Measurement: MeasureRulesMemory, Title: "kernel memory of the rules", Unit: reports.UnitBytes, Better: reports.LowerIsBetter},
-	}
+	return reports.MetricsOf(reports.MeasureRules, reports.MeasureRulesMemory)
 }
 
 // Decode reads RulesParams (none).
@@ -61,7 +52,7 @@ func (*RulesParams) Measure(ctx context.Context, s *Session) ([]reports.Measurem
 	}
 	out := []reports.Measurement{{Name: reports.MeasureRules, Params: s.Labels(), Unit: reports.UnitCount, Samples: []float64{float64(n)}}}
 	if mem, err := measure.KernelMemory(); err == nil && s.memBase > 0 {
-		out = append(out, reports.Measurement{Name: MeasureRulesMemory, Params: s.Labels(), Unit: reports.UnitBytes, Samples: []float64{float64(mem - s.memBase)}})
+		out = append(out, reports.Measurement{Name: reports.MeasureRulesMemory, Params: s.Labels(), Unit: reports.UnitBytes, Samples: []float64{float64(mem - s.memBase)}})
 	}
 	return out, nil
 }

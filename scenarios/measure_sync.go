@@ -15,35 +15,15 @@ import (
 // syncMeasurement times syncs of node 0's proxy.
 type syncMeasurement struct{}
 
-func (syncMeasurement) Name() string { return "sync" }
+func (syncMeasurement) Name() string { return reports.MeasureSync }
 func (syncMeasurement) Doc() string {
 	return "Times syncs of node 0's proxy: `full` rewrites everything on the current state, `partial` follows a change of one generated Service (the middle one). Records the wall time with its generate/apply split, a machine control (a fixed CPU work timed just before and after every sync), the tool's CPU time (backends that exec a tool), and the bytes, rules and Services written."
 }
 
 // Metrics: the wall time of full and partial syncs is gated; the rest describes them.
 func (syncMeasurement) Metrics() []reports.Metric {
-	info := func(name, unit, title string) reports.Metric {
-		return reports.Metric{Measurement: name, Title: title, Unit: unit, Better: reports.LowerIsBetter}
-	}
-	return []reports.Metric{
-		{Measurement: measure.MeasureSync, Match: map[string]string{"kind": "full"}, Title: "full sync", Unit: reports.UnitSeconds,
-			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 5, Statistics: []string{"p50"},
-			Control: reports.SyncControl(SyncFull)},
-		{Measurement: measure.MeasureSync, Match: map[string]string{"kind": "partial"}, Title: "partial sync", Unit: reports.UnitSeconds,
-			Better: reports.LowerIsBetter, Gated: true, Test: reports.TestLocation, MinSamples: 5, Statistics: []string{"p50"},
-			Control: reports.SyncControl(SyncPartial)},
-		{Measurement: measure.MeasureSync, Match: map[string]string{"kind": SyncFull + reports.ControlSuffix}, Title: "machine control beside full syncs", Unit: reports.UnitSeconds,
-			Better: reports.LowerIsBetter},
-		{Measurement: measure.MeasureSync, Match: map[string]string{"kind": SyncPartial + reports.ControlSuffix}, Title: "machine control beside partial syncs", Unit: reports.UnitSeconds,
-			Better: reports.LowerIsBetter},
-		info(measure.MeasureSyncGenerate, reports.UnitSeconds, "sync: building the rules"),
-		info(measure.MeasureSyncApply, reports.UnitSeconds, "sync: writing them to the kernel"),
-		info(measure.MeasureSyncApplyCPU, reports.UnitSeconds, "sync: the tool's CPU time"),
-		info(measure.MeasureSyncUnplannedFull, reports.UnitSeconds, "sync: full syncs where a partial one was timed"),
-		info(measure.MeasureSyncBytes, reports.UnitBytes, "sync: bytes written"),
-		info(measure.MeasureSyncRules, reports.UnitCount, "sync: rules written"),
-		info(measure.MeasureSyncChangedServices, reports.UnitCount, "sync: Services rewritten"),
-	}
+	return reports.MetricsOf(reports.MeasureSync, reports.MeasureSyncGenerate, reports.MeasureSyncApply, reports.MeasureSyncApplyCPU,
+		reports.MeasureSyncUnplannedFull, reports.MeasureSyncBytes, reports.MeasureSyncRules, reports.MeasureSyncChangedServices)
 }
 
 // Decode reads SyncParams.

@@ -29,15 +29,7 @@ func (throughputMeasurement) Doc() string {
 
 // Metrics: the rates are gated (higher is better); the latencies describe them.
 func (throughputMeasurement) Metrics() []reports.Metric {
-	rate := func(name, title string) reports.Metric {
-		return reports.Metric{Measurement: name, Title: title, Unit: reports.UnitPerSecond, Better: reports.HigherIsBetter,
-			Gated: true, Test: reports.TestLocation, MinSamples: 10, Statistics: []string{"p50"}}
-	}
-	return []reports.Metric{
-		rate(reports.MeasureThroughputConnections, "new connections per second"),
-		rate(reports.MeasureThroughputRequests, "kept-alive requests per second"),
-		{Measurement: reports.MeasureThroughputLatency, Title: "latency under load", Unit: reports.UnitSeconds, Better: reports.LowerIsBetter},
-	}
+	return reports.MetricsOf(reports.MeasureThroughputConnections, reports.MeasureThroughputRequests, reports.MeasureThroughputLatency)
 }
 
 // Decode reads ThroughputParams.

@@ -22,7 +22,7 @@ const programmingIndex = 999997
 
 // HalfAPIToProbe labels probed programming latency: from the API's acknowledgement of
 // an endpoint change to the first probe from a node answered by the new endpoint.
-const HalfAPIToProbe = "api-to-probe"
+const HalfAPIToProbe = reports.ProgrammingHalfAPIToProbe
 
 // programmingPollInterval is the pause between two probes of one node while it waits
 // for a change: the figure's resolution beside the probe's own round trip.

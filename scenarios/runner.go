@@ -345,20 +345,9 @@ func (s *Session) saveState(ctx context.Context, n int, name string) {
 	}
 }
 
-// Measurements of the lab's real control plane (kubestack/controlplane), when the testbed
-// started one: the time until etcd and then kube-apiserver answered ready (Params
-// "component"), and their resident memory once ready and at the end.
-const (
-	MeasureControlPlaneStartup = "control-plane-startup"
-	MeasureControlPlaneMemory  = "control-plane-memory"
-)
-
 // controlPlaneMetrics declares what recordControlPlane records.
 func controlPlaneMetrics() []reports.Metric {
-	return []reports.Metric{
-		{Measurement: MeasureControlPlaneStartup, Title: "control plane start-up", Unit: reports.UnitSeconds, Better: reports.LowerIsBetter},
-		{Measurement: MeasureControlPlaneMemory, Title: "control plane resident memory", Unit: reports.UnitBytes, Better: reports.LowerIsBetter},
-	}
+	return reports.MetricsOf(reports.MeasureControlPlaneStartup, reports.MeasureControlPlaneMemory)
 }
 
 // controlPlaned is a cluster with the lab's real control plane.
@@ -386,10 +375,10 @@ func (s *Session) recordControlPlane() error {
 	s.Logf("control plane %s: etcd ready in %.1fs, API server in %.1fs; RSS %d MiB + %d MiB",
 		cp.Version, cp.EtcdStartup.Seconds(), cp.Startup.Seconds(), cp.StartRSS.Etcd>>20, cp.StartRSS.APIServer>>20)
 	return s.Record(
-		m(MeasureControlPlaneStartup, "etcd", reports.UnitSeconds, cp.EtcdStartup.Seconds()),
-		m(MeasureControlPlaneStartup, "kube-apiserver", reports.UnitSeconds, cp.Startup.Seconds()),
-		m(MeasureControlPlaneMemory, "etcd", reports.UnitBytes, float64(cp.StartRSS.Etcd)),
-		m(MeasureControlPlaneMemory, "kube-apiserver", reports.UnitBytes, float64(cp.StartRSS.APIServer)),
+		m(reports.MeasureControlPlaneStartup, "etcd", reports.UnitSeconds, cp.EtcdStartup.Seconds()),
+		m(reports.MeasureControlPlaneStartup, "kube-apiserver", reports.UnitSeconds, cp.Startup.Seconds()),
+		m(reports.MeasureControlPlaneMemory, "etcd", reports.UnitBytes, float64(cp.StartRSS.Etcd)),
+		m(reports.MeasureControlPlaneMemory, "kube-apiserver", reports.UnitBytes, float64(cp.StartRSS.APIServer)),
 	)
 }
 
@@ -410,7 +399,7 @@ func (s *Session) recordControlPlaneEnd() error {
 		component string
 		rss       uint64
 	}{{"etcd", u.Etcd}, {"kube-apiserver", u.APIServer}} {
-		ms = append(ms, reports.Measurement{Name: MeasureControlPlaneMemory, Unit: reports.UnitBytes, Samples: []float64{float64(c.rss)},
+		ms = append(ms, reports.Measurement{Name: reports.MeasureControlPlaneMemory, Unit: reports.UnitBytes, Samples: []float64{float64(c.rss)},
 			Params: map[string]string{"component": c.component, "when": "end", "services": services}})
 	}
 	return s.Record(ms...)

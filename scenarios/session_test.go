@@ -90,7 +90,7 @@ func TestRegistryDeclaresWhatReportsDraw(t *testing.T) {
 	}
 	for _, name := range []string{reports.MeasureSync, reports.MeasureLookup, reports.MeasureDistribution, reports.MeasureRules,
 		reports.MeasureProgrammingLatency, reports.MeasurePerRule, reports.MeasureThroughputConnections,
-		reports.MeasureThroughputRequests, reports.MeasureThroughputLatency, MeasureControlPlaneStartup} {
+		reports.MeasureThroughputRequests, reports.MeasureThroughputLatency, reports.MeasureControlPlaneStartup} {
 		assert.True(t, declared[name], "%s is declared", name)
 	}
 	assert.Panics(t, func() { reg.AddMeasurement(syncMeasurement{}) })

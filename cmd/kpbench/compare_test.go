@@ -15,7 +15,7 @@ import (
 func writeSyncs(t *testing.T, dir string, syncs []float64, rules float64) string {
 	t.Helper()
 	r := &reports.Results{Scenario: "bench"}
-	r.Declare(reports.LegacyMetrics...)
+	r.Declare(reports.LegacyMetrics()...)
 	r.Add("nftables", reports.Measurement{Name: reports.MeasureSync, Params: map[string]string{"services": "1000", "kind": "full"}, Unit: reports.UnitSeconds, Samples: syncs})
 	r.Add("nftables", reports.Measurement{Name: reports.MeasureRules, Params: map[string]string{"services": "1000"}, Unit: reports.UnitCount, Samples: []float64{rules}})
 	require.NoError(t, r.Write(dir))
@@ -26,9 +26,12 @@ func writeSyncs(t *testing.T, dir string, syncs []float64, rules float64) string
 // made to fail here.
 func TestCompareCommand(t *testing.T) {
 	base := t.TempDir()
-	five := []float64{0.30, 0.31, 0.29, 0.30, 0.32}
+	// Five samples within ±1%: Mann-Whitney sees a 10% change among them.
+	five := []float64{0.300, 0.303, 0.297, 0.300, 0.302}
 	old := writeSyncs(t, filepath.Join(base, "old"), five, 4000)
-	same := writeSyncs(t, filepath.Join(base, "same"), []float64{0.31, 0.30, 0.30, 0.29, 0.31}, 4000)
+	same := writeSyncs(t, filepath.Join(base, "same"), []float64{0.301, 0.300, 0.299, 0.302, 0.300}, 4000)
+	// Within ±3%, five samples a side cannot see 10%: no verdict of "no change".
+	noisy := writeSyncs(t, filepath.Join(base, "noisy"), []float64{0.31, 0.30, 0.30, 0.29, 0.31}, 4000)
 	slow := writeSyncs(t, filepath.Join(base, "slow"), []float64{0.90, 0.93, 0.87, 0.90, 0.96}, 4000)
 	moreRules := writeSyncs(t, filepath.Join(base, "rules"), five, 4001)
 	one := writeSyncs(t, filepath.Join(base, "one"), []float64{0.3}, 4000)
@@ -41,6 +44,7 @@ func TestCompareCommand(t *testing.T) {
 		stdout, stderr string
 	}{
 		{"same vs same passes", []string{"compare", old, same}, exitOK, "PASS: 2 ~", ""},
+		{"same vs same, too noisy to see 10%, cannot be judged", []string{"compare", old, noisy}, exitFailed, "SEES", "could see a change of"},
 		{"3x full sync fails", []string{"compare", old, slow}, exitFailed, "p99/max", "1 metric(s) regressed beyond 10%"},
 		{"changed rule count fails", []string{"compare", old, moreRules}, exitFailed, "REGRESSION", "exact figure changed from 4000 to 4001"},
 		{"one sample a side cannot be judged", []string{"compare", one, oneSlow}, exitFailed, "CANNOT JUDGE", "pass --allow-unjudged to accept"},

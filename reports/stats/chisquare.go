@@ -1,5 +1,7 @@
 // Package stats holds the statistics kpbench reports with: goodness of fit for backend
-// selection, summaries of raw samples, and significance tests for compare. (The reports
+// selection, summaries of raw samples, and the significance tests of compare and the
+// answers (Mann-Whitney U, the t-test on logs with pooled noise and the change it can
+// detect, Fisher's exact test, Holm's correction). (The reports
 // package owns the rest; see reports/.)
 package stats
 

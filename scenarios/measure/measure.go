@@ -59,7 +59,7 @@ func seconds(ds []time.Duration) []float64 {
 // control, when not nil, is the machine control: it is called twice around every timed
 // sync (just before and just after it), and the sum of its two durations is sample i of
 // the control measurement (kind "full-control" or "partial-control", marked
-// ExtraInterleaved), so that compare can judge each sync against the machine it ran on.
+// reports.ExtraInterleaved), so that compare can judge each sync against the machine it ran on.
 func Sync(ctx context.Context, ag cluster.Proxy, full bool, repeats int, change func(ctx context.Context, i int) error, control func() time.Duration, extra map[string]string) ([]Measurement, error) {
 	var total, gen, apply, cpu, ctl []time.Duration
 	var bytes, rules, changed []float64
@@ -112,19 +112,19 @@ func Sync(ctx context.Context, ag cluster.Proxy, full bool, repeats int, change 
 		return Measurement{Name: name, Params: p, Unit: unit, Samples: samples}
 	}
 	out := []Measurement{
-		mk(MeasureSync, "s", seconds(total)),
-		mk(MeasureSyncGenerate, "s", seconds(gen)),
-		mk(MeasureSyncApply, "s", seconds(apply)),
+		mk(reports.MeasureSync, "s", seconds(total)),
+		mk(reports.MeasureSyncGenerate, "s", seconds(gen)),
+		mk(reports.MeasureSyncApply, "s", seconds(apply)),
 	}
 	// The tool's CPU time is measured only by backends that exec a tool: absent, not 0,
 	// for the others.
 	if len(cpu) == len(total) {
-		out = append(out, mk(MeasureSyncApplyCPU, "s", seconds(cpu)))
+		out = append(out, mk(reports.MeasureSyncApplyCPU, "s", seconds(cpu)))
 	}
 	if len(ctl) == len(total) && len(ctl) > 0 {
-		c := mk(MeasureSync, "s", seconds(ctl))
+		c := mk(reports.MeasureSync, "s", seconds(ctl))
 		c.Params["kind"] = kind + "-control"
-		c.Extra = map[string]float64{ExtraInterleaved: 1}
+		c.Extra = map[string]float64{reports.ExtraInterleaved: 1}
 		out = append(out, c)
 	}
 	// Full syncs that came where a partial one was timed are kept apart, with their
@@ -135,12 +135,12 @@ func Sync(ctx context.Context, ag cluster.Proxy, full bool, repeats int, change 
 		for j, r := range unplanned {
 			d[j] = r.Duration()
 		}
-		out = append(out, mk(MeasureSyncUnplannedFull, "s", seconds(d)))
+		out = append(out, mk(reports.MeasureSyncUnplannedFull, "s", seconds(d)))
 	}
 	return append(out,
-		mk(MeasureSyncBytes, "bytes", bytes),
-		mk(MeasureSyncRules, "count", rules),
-		mk(MeasureSyncChangedServices, "count", changed),
+		mk(reports.MeasureSyncBytes, "bytes", bytes),
+		mk(reports.MeasureSyncRules, "count", rules),
+		mk(reports.MeasureSyncChangedServices, "count", changed),
 	), nil
 }
 
@@ -207,33 +207,6 @@ func partialSync(ctx context.Context, ag cluster.Proxy, i int, change func(ctx c
 	return rec, skipped, fmt.Errorf("sync: the proxy of %s did %d full syncs in a row where a partial one was timed (%s)", ag.Node(), len(skipped), why)
 }
 
-// Names of the figures Sync produces beside MeasureSync (the wall time).
-const (
-	// MeasureSync is the wall time of a sync (reports.MeasureSync).
-	MeasureSync = reports.MeasureSync
-	// MeasureSyncGenerate is the time spent building the rules in our code.
-	MeasureSyncGenerate = "sync-generate"
-	// MeasureSyncApply is the wall time of writing them to the kernel (the tool's run).
-	MeasureSyncApply = "sync-apply"
-	// MeasureSyncApplyCPU is the CPU time of the tool that wrote them (only backends that
-	// exec a tool measure it).
-	MeasureSyncApplyCPU = "sync-apply-cpu"
-	// MeasureSyncUnplannedFull is the wall time of the full syncs the proxy did where a
-	// partial one was timed (absent when there were none).
-	MeasureSyncUnplannedFull = "sync-unplanned-full"
-	// MeasureSyncBytes is the size of what a sync wrote.
-	MeasureSyncBytes = "sync-bytes"
-	// MeasureSyncRules is the number of rules a sync wrote.
-	MeasureSyncRules = "sync-rules"
-	// MeasureSyncChangedServices is the number of Services a sync rewrote.
-	MeasureSyncChangedServices = "sync-changed-services"
-)
-
-// ExtraInterleaved marks a control measurement (Measurement.Extra) whose sample i was
-// taken in the same round as sample i of every figure it controls: compare pairs them
-// and judges the per-sample ratio, which cancels the machine's drift within and
-// between runs.
-const ExtraInterleaved = reports.ExtraInterleaved
 
 // Lookup times TCP connects from a host to each target (a position name → address),
 // samples rounds of one connect per position, and the established-connection control:
@@ -299,7 +272,7 @@ func Lookup(ctx context.Context, pr cluster.Prober, from string, targets map[str
 		for k, v := range extra {
 			p[k] = v
 		}
-		out = append(out, Measurement{Name: "lookup", Params: p, Unit: "s", Samples: connect[pos]})
+		out = append(out, Measurement{Name: reports.MeasureLookup, Params: p, Unit: "s", Samples: connect[pos]})
 	}
 	if conn == nil {
 		return out, nil
@@ -308,7 +281,7 @@ func Lookup(ctx context.Context, pr cluster.Prober, from string, targets map[str
 	for k, v := range extra {
 		p[k] = v
 	}
-	return append(out, Measurement{Name: "lookup", Params: p, Unit: "s", Samples: est, Extra: map[string]float64{ExtraInterleaved: 1}}), nil
+	return append(out, Measurement{Name: reports.MeasureLookup, Params: p, Unit: "s", Samples: est, Extra: map[string]float64{reports.ExtraInterleaved: 1}}), nil
 }
 
 // Distribution opens n new connections from host to target and counts the answering pods
@@ -338,7 +311,7 @@ func Distribution(ctx context.Context, pr cluster.Prober, target netip.AddrPort,
 	if shares == nil {
 		shares = stats.Uniform(len(expected))
 	}
-	m := Measurement{Name: "distribution", Params: params("endpoints", strconv.Itoa(len(expected))), Unit: "count", Extra: map[string]float64{
+	m := Measurement{Name: reports.MeasureDistribution, Params: params("endpoints", strconv.Itoa(len(expected))), Unit: "count", Extra: map[string]float64{
 		"failed": float64(failed), "unexpected": float64(strays), "connections": float64(n),
 	}}
 	for k, v := range extra {
@@ -364,5 +337,5 @@ func ProgrammingLatency(proxies []cluster.Proxy, extra map[string]string) Measur
 	for k, v := range extra {
 		p[k] = v
 	}
-	return Measurement{Name: "programming-latency", Params: p, Unit: "s", Samples: seconds(all)}
+	return Measurement{Name: reports.MeasureProgrammingLatency, Params: p, Unit: "s", Samples: seconds(all)}
 }

@@ -19,32 +19,6 @@ import (
 	"kpbench.dev/kpbench/reports"
 )
 
-// Measurement names of the churn measurements (programming latency's two halves, and
-// correctness while churning).
-const (
-	// MeasureProgrammingLatencySync: from a change's trigger to the end of the sync that
-	// carried it (reports.MeasureProgrammingLatency). Unit "s".
-	MeasureProgrammingLatencySync = reports.MeasureProgrammingLatency
-	// MeasureProgrammingLatencyDataplane: from a change's trigger to the first probe that
-	// observes it in the data plane. Unit "s".
-	MeasureProgrammingLatencyDataplane = "programming-latency-dataplane"
-	// MeasureChurnMisroutes counts probes that reached an endpoint removed by a sync that
-	// ended before the probe started. Unit "count".
-	MeasureChurnMisroutes = "churn-misroutes"
-	// MeasureChurnFalseRefusals counts probes refused by a live Service with ready
-	// endpoints. Unit "count".
-	MeasureChurnFalseRefusals = "churn-false-refusals"
-	// MeasureChurnProbeFailures counts other failed probes of live Services (timeouts,
-	// resets): not refusals, reported beside them. Unit "count".
-	MeasureChurnProbeFailures = "churn-probe-failures"
-	// MeasureChurnRate is the change rate a churn step achieved; Extra holds the target.
-	// Unit "1/s".
-	MeasureChurnRate = "churn-rate"
-	// MeasureChurnSync is the duration of every sync of the probing node during the churn;
-	// Params "kind" is "full" or "partial". Unit "s".
-	MeasureChurnSync = "churn-sync"
-)
-
 // Change kinds of a churn.
 const (
 	// ChangeEndpoint: one endpoint of a Service replaced by another pod.
@@ -225,7 +199,7 @@ type ChurnResult struct {
 	Changes              map[string]int
 	Unsynced, Unobserved int
 	// Probes is the number of probes; Misroutes, FalseRefusals and OtherFailures are
-	// as MeasureChurnMisroutes, MeasureChurnFalseRefusals and MeasureChurnProbeFailures.
+	// as reports.MeasureChurnMisroutes, reports.MeasureChurnFalseRefusals and reports.MeasureChurnProbeFailures.
 	Probes                                  int
 	Misroutes, FalseRefusals, OtherFailures int
 	// LiveProbes counts the probes of live Services (programmed before the probe began,
@@ -411,10 +385,10 @@ func (r ChurnResult) Check(b ChurnBounds) error {
 // LatencyMeasurements are both halves of programming latency (to the end of the sync, to
 // the first probe that saw the change), with the changes counted in Extra.
 func (r ChurnResult) LatencyMeasurements(extra map[string]string) []Measurement {
-	syncM := r.measurement(MeasureProgrammingLatencySync, extra, reports.UnitSeconds, seconds(r.SyncLatency))
+	syncM := r.measurement(reports.MeasureProgrammingLatency, extra, reports.UnitSeconds, seconds(r.SyncLatency))
 	syncM.Params["half"] = "sync"
 	syncM.Extra["unsynced"] = float64(r.Unsynced)
-	dpM := r.measurement(MeasureProgrammingLatencyDataplane, extra, reports.UnitSeconds, seconds(r.DataplaneLatency))
+	dpM := r.measurement(reports.MeasureProgrammingLatencyDataplane, extra, reports.UnitSeconds, seconds(r.DataplaneLatency))
 	dpM.Params["half"] = "dataplane"
 	dpM.Extra["unobserved"] = float64(r.Unobserved)
 	return []Measurement{syncM, dpM}
@@ -427,9 +401,9 @@ func (r ChurnResult) CorrectnessMeasurements(extra map[string]string) []Measurem
 		return r.measurement(name, extra, reports.UnitCount, []float64{float64(n)})
 	}
 	return []Measurement{
-		count(MeasureChurnMisroutes, r.Misroutes),
-		count(MeasureChurnFalseRefusals, r.FalseRefusals),
-		count(MeasureChurnProbeFailures, r.OtherFailures),
+		count(reports.MeasureChurnMisroutes, r.Misroutes),
+		count(reports.MeasureChurnFalseRefusals, r.FalseRefusals),
+		count(reports.MeasureChurnProbeFailures, r.OtherFailures),
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/agent"
 	"kpbench.dev/kpbench/lab/probe"
+	"kpbench.dev/kpbench/reports"
 )
 
 // TestChangeLogAnalyze judges hand-made probes against hand-made syncs: every way a probe
@@ -110,13 +111,13 @@ func TestChangeLogUnsyncedAndFailedSyncs(t *testing.T) {
 	assert.Empty(t, res.SyncLatency)
 	lat := res.LatencyMeasurements(map[string]string{"backend": "x"})
 	require.Len(t, lat, 2)
-	assert.Equal(t, MeasureProgrammingLatencySync, lat[0].Name)
+	assert.Equal(t, reports.MeasureProgrammingLatency, lat[0].Name)
 	assert.Equal(t, 1.0, lat[0].Extra["unsynced"])
 	assert.Equal(t, "x", lat[0].Params["backend"])
 	assert.Equal(t, 1.0, lat[1].Extra["changes_add"])
 	cor := res.CorrectnessMeasurements(nil)
 	require.Len(t, cor, 3)
-	assert.Equal(t, MeasureChurnMisroutes, cor[0].Name)
+	assert.Equal(t, reports.MeasureChurnMisroutes, cor[0].Name)
 	assert.Equal(t, []float64{0}, cor[0].Samples)
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/agent"
+	"kpbench.dev/kpbench/reports"
 )
 
 // scriptedProxy syncs as its script says: each change appends the next records.
@@ -83,8 +84,8 @@ func TestSyncPartialNeverRecordsAFullSync(t *testing.T) {
 				assert.Equal(t, "partial", m.Params["kind"])
 				got[m.Name] = m.Samples
 			}
-			assert.Equal(t, tt.wantPartial, got[MeasureSync])
-			assert.Equal(t, tt.wantUnplanned, got[MeasureSyncUnplannedFull])
+			assert.Equal(t, tt.wantPartial, got[reports.MeasureSync])
+			assert.Equal(t, tt.wantUnplanned, got[reports.MeasureSyncUnplannedFull])
 		})
 	}
 }
@@ -106,7 +107,7 @@ func TestSyncBracketsEachSyncWithTheControl(t *testing.T) {
 	}
 	require.NotNil(t, ctl)
 	assert.Equal(t, []float64{0.003, 0.007}, ctl.Samples) // 1+2 ms, 3+4 ms
-	assert.Equal(t, 1.0, ctl.Extra[ExtraInterleaved])
+	assert.Equal(t, 1.0, ctl.Extra[reports.ExtraInterleaved])
 	assert.Equal(t, 4, calls)
 
 	p = &scriptedProxy{script: [][]agent.SyncRecord{{syncRec(false, time.Second)}}}

@@ -16,9 +16,7 @@ import (
 	"kpbench.dev/kpbench/reports"
 )
 
-// Names of the throughput measurements (see reports: MeasureThroughputConnections, ...).
 const (
-	throughputLatency = "throughput-latency"
 	// maxLatencySamples bounds the raw latencies kept per throughput measurement (an even
 	// stride through all of them), so results.json and bench.txt stay small.
 	maxLatencySamples = 1000
@@ -122,9 +120,14 @@ func processCPU() (user, sys float64) {
 	return tv(ru.Utime), tv(ru.Stime)
 }
 
-// ThroughputName returns the measurement name of a load mode: "throughput-connections" or
-// "throughput-requests".
-func ThroughputName(mode probe.LoadMode) string { return "throughput-" + string(mode) }
+// ThroughputName returns the measurement name of a load mode:
+// reports.MeasureThroughputRequests for requests, else MeasureThroughputConnections.
+func ThroughputName(mode probe.LoadMode) string {
+	if mode == probe.LoadRequests {
+		return reports.MeasureThroughputRequests
+	}
+	return reports.MeasureThroughputConnections
+}
 
 // Throughput loads a Service from every source at once (probe.Load, opts.Workers workers
 // each) for opts.Duration, and returns two measurements:
@@ -284,7 +287,7 @@ func Throughput(ctx context.Context, sources []ThroughputSource, opts Throughput
 	m.Extra["process_cpu_system_seconds"] = ps1 - ps0
 
 	lp := clone(p)
-	lm := Measurement{Name: throughputLatency, Params: lp, Unit: reports.UnitSeconds, Samples: stride(lat, maxLatencySamples)}
+	lm := Measurement{Name: reports.MeasureThroughputLatency, Params: lp, Unit: reports.UnitSeconds, Samples: stride(lat, maxLatencySamples)}
 	out := []Measurement{m}
 	if len(lm.Samples) > 0 {
 		out = append(out, lm)
