@@ -262,7 +262,7 @@ func assertGone(t *testing.T, rec kubestack.Record) {
 	assert.Error(t, err, "nothing listens on %s any more", addr)
 	assert.NoDirExists(t, filepath.Dir(rec.Kubeconfig))
 	_, err = lab.Registry{Dir: lab.DefaultRegistryDir}.Read(rec.Name)
-	assert.ErrorIs(t, err, lab.ErrNoLab)
+	assert.ErrorIs(t, err, lab.ErrNotRegistered)
 }
 
 // TestLabKubeletIsHonest: what the lab kubelet cannot do is never reported as working: a

@@ -155,7 +155,7 @@ func (l *Lab) nsName(host string) string {
 }
 
 func (l *Lab) build(ctx context.Context, parallel int) error {
-	if err := l.saveRecord("building"); err != nil { // before any namespace exists
+	if err := l.saveRecord(StateBuilding); err != nil { // before any namespace exists
 		return err
 	}
 	fabric, err := l.newHost("fabric", KindFabric)
@@ -184,7 +184,7 @@ func (l *Lab) build(ctx context.Context, parallel int) error {
 			return err
 		}
 	}
-	if err := l.saveRecord("building"); err != nil {
+	if err := l.saveRecord(StateBuilding); err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
@@ -217,7 +217,7 @@ func (l *Lab) build(ctx context.Context, parallel int) error {
 			return fmt.Errorf("%s %s: %w", h.Kind, h.Name, err)
 		}
 	}
-	return l.saveRecord("ready")
+	return l.saveRecord(StateReady)
 }
 
 // newHost creates the namespace of a host and registers it.
@@ -561,7 +561,7 @@ func (l *Lab) Down(ctx context.Context) error {
 	l.probers = map[string]*probe.Prober{}
 	l.mu.Unlock()
 	if len(hosts) > 0 || len(probers) > 0 {
-		_ = l.saveRecord("stopping")
+		_ = l.saveRecord(StateStopping)
 	}
 	for _, pr := range probers {
 		pr.Close()
@@ -590,7 +590,7 @@ func (l *Lab) Down(ctx context.Context) error {
 func (l *Lab) Record(state string) *Record {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	rec := &Record{Name: l.cfg.Name, PID: os.Getpid(), State: state, Created: l.created}
+	rec := &Record{Entry: Entry{Name: l.cfg.Name, PID: os.Getpid(), State: state, Created: l.created}}
 	for _, h := range l.hosts {
 		hr := HostRecord{Name: h.Name, Kind: h.Kind, NetNS: h.NetNS, Node: h.Node, Zone: h.Zone, Ready: h.Ready, Terminating: h.Terminating}
 		if h.IP.IsValid() {
@@ -624,7 +624,7 @@ func (l *Lab) Record(state string) *Record {
 // saveRecord writes the registry record; state "" keeps the last one.
 func (l *Lab) saveRecord(state string) error {
 	if state == "" {
-		state = "ready"
+		state = StateReady
 		if old, err := l.registry.Read(l.cfg.Name); err == nil {
 			state = old.State
 		}
