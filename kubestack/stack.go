@@ -356,17 +356,11 @@ func (c *Stack) notReady(ctx context.Context, client kubernetes.Interface) strin
 	return ""
 }
 
-// Name returns the cluster's name.
-func (c *Stack) Name() string { return c.cfg.Name }
-
 // Kubeconfig returns the path of the admin kubeconfig.
 func (c *Stack) Kubeconfig() string { return c.registry.Kubeconfig(c.cfg.Name) }
 
 // Lab returns the cluster's lab.
 func (c *Stack) Lab() *lab.Lab { return c.lab }
-
-// ControlPlane returns the cluster's control plane.
-func (c *Stack) ControlPlane() *controlplane.ControlPlane { return c.cp }
 
 // Record returns a copy of the cluster's record.
 func (c *Stack) Record() Record {

@@ -104,19 +104,18 @@ type Option func(*options)
 
 type options struct {
 	registryDir string
-	parallel    int
 }
+
+// podParallelism is how many pods Up creates at once.
+const podParallelism = 8
 
 // WithRegistryDir records the lab in dir instead of DefaultRegistryDir (tests).
 func WithRegistryDir(dir string) Option { return func(o *options) { o.registryDir = dir } }
 
-// WithParallelism sets how many pods are created at once (default 8).
-func WithParallelism(n int) Option { return func(o *options) { o.parallel = n } }
-
 // Up builds the lab described by cfg. On error (or cancellation) everything created so far
 // is removed again before Up returns.
 func Up(ctx context.Context, cfg Config, opts ...Option) (*Lab, error) {
-	o := options{registryDir: DefaultRegistryDir, parallel: 8}
+	o := options{registryDir: DefaultRegistryDir}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -143,7 +142,7 @@ func Up(ctx context.Context, cfg Config, opts ...Option) (*Lab, error) {
 		cfg: cfg, registry: reg, created: time.Now(),
 		hosts: map[string]*Host{}, usedIPs: map[netip.Addr]bool{}, probers: map[string]*probe.Prober{},
 	}
-	if err := l.build(ctx, o.parallel); err != nil {
+	if err := l.build(ctx); err != nil {
 		derr := l.Down(context.WithoutCancel(ctx))
 		return nil, errors.Join(fmt.Errorf("lab %s up: %w", cfg.Name, err), derr)
 	}
@@ -154,7 +153,7 @@ func (l *Lab) nsName(host string) string {
 	return fmt.Sprintf("%s-%s-%s", netns.Prefix, l.cfg.Name, host)
 }
 
-func (l *Lab) build(ctx context.Context, parallel int) error {
+func (l *Lab) build(ctx context.Context) error {
 	if err := l.saveRecord(StateBuilding); err != nil { // before any namespace exists
 		return err
 	}
@@ -188,11 +187,10 @@ func (l *Lab) build(ctx context.Context, parallel int) error {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(1, parallel))
-	for i, node := range l.nodes {
+	g.SetLimit(podParallelism)
+	for _, node := range l.nodes {
 		for k := range l.cfg.PodsPerNode {
 			spec := PodSpec{Name: fmt.Sprintf("%s-pod-%d", node.Name, k), Node: node.Name}
-			_ = i
 			g.Go(func() error {
 				if err := gctx.Err(); err != nil {
 					return err

@@ -141,10 +141,6 @@ func (sh *Shared) info(t reflect.Type) *typeInfo {
 	return ti
 }
 
-// Decode decodes doc strictly into v (a non-nil pointer). It returns Errors listing every
-// problem found, or nil.
-func Decode(doc *Doc, v any) error { return Decoder{}.Decode(doc, v) }
-
 // Decode decodes doc into v (a non-nil pointer). It returns Errors listing every problem
 // found, or nil; v holds whatever could be decoded.
 func (dc Decoder) Decode(doc *Doc, v any) error {
@@ -650,12 +646,6 @@ func toGeneric(n *yaml.Node, b *budget) (any, error) {
 	default:
 		return nil, fmt.Errorf("line %d: unexpected YAML node", n.Line)
 	}
-}
-
-// ToGeneric converts a YAML node to the values encoding/json would produce from the same
-// document as JSON (map[string]any, []any, string, int64, float64, bool, nil).
-func ToGeneric(n *yaml.Node) (any, error) {
-	return toGeneric(n, &budget{left: maxNodes})
 }
 
 // segment is one step of the path of the value being decoded. The decoder keeps the
