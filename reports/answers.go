@@ -31,7 +31,8 @@ type question struct {
 	Better Better
 }
 
-// questions are the rows of the answers table, in the order issue 23 asks them.
+// questions are the rows of the answers table, in the order a reader of a comparison
+// asks them: how long syncs take, what traffic sees, what the rules hold in memory.
 var questions = []question{
 	{Title: "full sync", Names: []string{MeasureSync}, Match: map[string]string{"kind": "full"}, Stat: "p50", Better: LowerIsBetter},
 	{Title: "partial sync (one Service changed)", Names: []string{MeasureSync}, Match: map[string]string{"kind": "partial"}, Stat: "p50", Better: LowerIsBetter},

@@ -280,7 +280,7 @@ func benchRun(s benchShape) *Results {
 	return r
 }
 
-// TestCompareGates proves every gate of compare able to fail (issue 22 items 3 and 6)
+// TestCompareGates proves every gate of compare able to fail
 // on bench-shaped runs with bench.yaml's sample counts, and same-vs-same passing.
 func TestCompareGates(t *testing.T) {
 	const k10 = "/backend=iptables/services=10000"

@@ -56,7 +56,7 @@ func TestGolden(t *testing.T) {
 			return state(sp)
 		}},
 		// Non-default timeouts on two Services: the affinity sets' timeouts must follow
-		// each Service (issue 22: dropping the set timeout passed every test while
+		// each Service (a generator dropping the set timeout passed every test while the
 		// goldens used kube-proxy's default).
 		{"affinity-timeouts", func() *backends.State {
 			a := bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080"), bt.EP("10.1.0.3:8080", bt.Local))

@@ -651,7 +651,7 @@ func toGeneric(n *yaml.Node, b *budget) (any, error) {
 // segment is one step of the path of the value being decoded. The decoder keeps the
 // path as a stack of segments and makes a *field.Path of it only for an error or a Rest
 // entry: making one per value was a sixth of the allocations of loading a large
-// scenario (issue 21).
+// scenario.
 type segment struct {
 	name  string // field name (childSeg) or map key (keySeg)
 	index int    // list index (indexSeg)
