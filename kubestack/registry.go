@@ -111,11 +111,7 @@ func (r Registry) Write(rec *Record) error { return r.Records().Write(rec.Name, 
 
 // Read loads the record of the named cluster.
 func (r Registry) Read(name string) (*Record, error) {
-	var rec Record
-	if err := r.Records().Read(name, &rec); err != nil {
-		return nil, err
-	}
-	return &rec, nil
+	return lab.ReadRecord[Record](r.Records(), name)
 }
 
 // Remove deletes the named cluster's directory (absent is fine).

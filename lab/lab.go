@@ -251,17 +251,11 @@ func (l *Lab) addNode(fh *nsHandle, i int) error {
 	if len(l.cfg.Zones) > 0 {
 		h.Zone = l.cfg.Zones[i%len(l.cfg.Zones)]
 	}
-	nh, err := openNS(h.NetNSPath)
+	nh, err := l.joinFabric(fh, h, fmt.Sprintf("kpbn%d", i), l.cfg.FabricGateway())
 	if err != nil {
-		return err
+		return fmt.Errorf("node %s: %w", name, err)
 	}
 	defer nh.Close()
-	if err := fh.addVethInto(fmt.Sprintf("kpbn%d", i), fabricBridge, nh, false); err != nil {
-		return fmt.Errorf("node %s: %w", name, err)
-	}
-	if err := nh.setupHostIf(netip.PrefixFrom(h.IP, l.cfg.NodeCIDR.Bits()), l.cfg.FabricGateway()); err != nil {
-		return fmt.Errorf("node %s: %w", name, err)
-	}
 	gw := h.PodCIDR.Addr().Next()
 	if err := nh.addBridge(podBridge, netip.PrefixFrom(gw, h.PodCIDR.Bits())); err != nil {
 		return fmt.Errorf("node %s: %w", name, err)
@@ -287,6 +281,25 @@ func (l *Lab) addNode(fh *nsHandle, i int) error {
 	return nil
 }
 
+// joinFabric plugs host h into the fabric: a veth named link, its fabric end on the fabric
+// bridge, its other end h's eth0 with h.IP on the node subnet and a default route via gw
+// (none when gw is not valid). It returns h's namespace handle, open: the caller closes it.
+func (l *Lab) joinFabric(fh *nsHandle, h *Host, link string, gw netip.Addr) (*nsHandle, error) {
+	hh, err := openNS(h.NetNSPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := fh.addVethInto(link, fabricBridge, hh, false); err != nil {
+		hh.Close()
+		return nil, err
+	}
+	if err := hh.setupHostIf(netip.PrefixFrom(h.IP, l.cfg.NodeCIDR.Bits()), gw); err != nil {
+		hh.Close()
+		return nil, err
+	}
+	return hh, nil
+}
+
 func (l *Lab) addClient(fh *nsHandle, j int) error {
 	name := ClientName(j)
 	h, err := l.newHost(name, KindClient)
@@ -294,17 +307,11 @@ func (l *Lab) addClient(fh *nsHandle, j int) error {
 		return err
 	}
 	h.index, h.IP = j, l.cfg.ClientIP(j)
-	ch, err := openNS(h.NetNSPath)
+	ch, err := l.joinFabric(fh, h, fmt.Sprintf("kpbc%d", j), netip.Addr{})
 	if err != nil {
-		return err
+		return fmt.Errorf("client %s: %w", name, err)
 	}
 	defer ch.Close()
-	if err := fh.addVethInto(fmt.Sprintf("kpbc%d", j), fabricBridge, ch, false); err != nil {
-		return fmt.Errorf("client %s: %w", name, err)
-	}
-	if err := ch.setupHostIf(netip.PrefixFrom(h.IP, l.cfg.NodeCIDR.Bits()), netip.Addr{}); err != nil {
-		return fmt.Errorf("client %s: %w", name, err)
-	}
 	for _, p := range l.cfg.ClientRoutes {
 		if err := ch.addRoute(p, l.cfg.NodeIP(0)); err != nil {
 			return fmt.Errorf("client %s: %w", name, err)

@@ -174,6 +174,15 @@ func (r Records) Read(name string, rec any) error {
 	return nil
 }
 
+// ReadRecord reads the named record of recs as an R.
+func ReadRecord[R any](recs Records, name string) (*R, error) {
+	var rec R
+	if err := recs.Read(name, &rec); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
 // List returns the names that have a record, sorted.
 func (r Records) List() ([]string, error) {
 	prefix, suffix, _ := strings.Cut(r.Layout, "%s")
@@ -237,13 +246,7 @@ func (r Registry) StateDir(name string) string {
 func (r Registry) Write(rec *Record) error { return r.Records().Write(rec.Name, rec) }
 
 // Read loads the record of the named lab.
-func (r Registry) Read(name string) (*Record, error) {
-	var rec Record
-	if err := r.Records().Read(name, &rec); err != nil {
-		return nil, err
-	}
-	return &rec, nil
-}
+func (r Registry) Read(name string) (*Record, error) { return ReadRecord[Record](r.Records(), name) }
 
 // Remove deletes the record of the named lab and its StateDir (absent is fine).
 func (r Registry) Remove(name string) error {

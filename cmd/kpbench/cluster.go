@@ -298,21 +298,12 @@ func newClusterListCmd() *cobra.Command {
 		Short: "List clusters",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			reg := kubestack.Registry{Dir: dir}
-			names, err := reg.List()
-			if err != nil {
-				return err
-			}
-			return printList(cmd.OutOrStdout(), "NAME\tSTATE\tPID\tNODES\tPROXY\tSERVER\tCREATED", names, func(n string) (string, error) {
-				rec, err := reg.Read(n)
-				if err != nil {
-					return "", err
-				}
+			return listRecords(cmd.OutOrStdout(), kubestack.Registry{Dir: dir}.Records(), "NAME\tSTATE\tPID\tNODES\tPROXY\tSERVER\tCREATED", func(rec *kubestack.Record) string {
 				state := rec.State
 				if !rec.OwnerAlive() {
 					state = "stale"
 				}
-				return fmt.Sprintf("%s\t%s\t%d\t%d\t%s\t%s\t%s", n, state, rec.PID, rec.Nodes, rec.Proxy, rec.Server, rec.Created.Format(time.RFC3339)), nil
+				return fmt.Sprintf("%s\t%s\t%d\t%d\t%s\t%s\t%s", rec.Name, state, rec.PID, rec.Nodes, rec.Proxy, rec.Server, rec.Created.Format(time.RFC3339))
 			})
 		},
 	}

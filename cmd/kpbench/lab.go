@@ -323,18 +323,8 @@ func newLabListCmd() *cobra.Command {
 		Short: "List registered labs",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			reg := lab.Registry{Dir: registry}
-			names, err := reg.List()
-			if err != nil {
-				return err
-			}
-			return printList(cmd.OutOrStdout(), "NAME\tSTATE\tPID\tHOSTS\tCREATED", names, func(n string) (string, error) {
-				rec, err := reg.Read(n)
-				if err != nil {
-					return "", err
-				}
-				st := statusFromRecord(rec)
-				return fmt.Sprintf("%s\t%s\t%d\t%d\t%s", n, st.State, rec.PID, len(rec.Hosts), rec.Created.Format(time.RFC3339)), nil
+			return listRecords(cmd.OutOrStdout(), lab.Registry{Dir: registry}.Records(), "NAME\tSTATE\tPID\tHOSTS\tCREATED", func(rec *lab.Record) string {
+				return fmt.Sprintf("%s\t%s\t%d\t%d\t%s", rec.Name, statusFromRecord(rec).State, rec.PID, len(rec.Hosts), rec.Created.Format(time.RFC3339))
 			})
 		},
 	}

@@ -64,14 +64,18 @@ func unknownIsBadInput(err error) error {
 	return err
 }
 
-// printList writes a table with header and the row of every name; a name whose row
-// cannot be made (its record was removed or is being replaced meanwhile) is left out.
-func printList(out io.Writer, header string, names []string, row func(name string) (string, error)) error {
+// listRecords writes a table with header and the row of every record of recs; a record
+// that does not read (removed or being replaced meanwhile) is left out.
+func listRecords[R any](out io.Writer, recs lab.Records, header string, row func(rec *R) string) error {
+	names, err := recs.List()
+	if err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, header)
 	for _, n := range names {
-		if r, err := row(n); err == nil {
-			fmt.Fprintln(tw, r)
+		if rec, err := lab.ReadRecord[R](recs, n); err == nil {
+			fmt.Fprintln(tw, row(rec))
 		}
 	}
 	return tw.Flush()
