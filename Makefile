@@ -78,7 +78,6 @@ fuzz:
 	$(FUZZ) -fuzz '^FuzzParse$$' ./manifest/
 	$(FUZZ) -fuzz '^FuzzLoad$$' ./scenarios/
 	$(FUZZ) -fuzz '^FuzzParseAnswer$$' ./lab/echo/
-	$(FUZZ) -fuzz '^FuzzParallelMatchesSerial$$' ./internal/yamlpos/
 
 ## test-vm: the tests that need IPVS, run inside the microVM (microvm), where they must not skip
 test-vm: vm-deps build

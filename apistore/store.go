@@ -1,6 +1,8 @@
-// Package apistore is the lab's control plane: an in-memory object store for Services, Pods,
-// Deployments and EndpointSlices with the parts of the API server and controller manager
-// that a Service proxy depends on.
+// Package apistore is an in-memory API store: it stands in for a control plane where no real
+// one runs, holding Services, Pods, Deployments and EndpointSlices with the parts of the API
+// server and controller manager that a Service proxy depends on. The testbed's own proxies
+// read it; for upstream kube-proxy, kubestack/controlplane mirrors it into a real API
+// server (Publish); `cluster up` has a real control plane and no API store.
 //
 //   - Allocators, as the API server runs them: ClusterIPs from the service CIDR, node ports
 //     from the node port range, health-check node ports, and load-balancer ingress IPs from
@@ -79,7 +81,7 @@ type Node struct {
 	Zone string
 }
 
-// Config configures a Cluster. Zero fields take the defaults documented on each field.
+// Config configures a Store. Zero fields take the defaults documented on each field.
 type Config struct {
 	// ServiceCIDR is the range ClusterIPs come from (default 10.96.0.0/12, IPv4 only).
 	ServiceCIDR netip.Prefix
@@ -135,7 +137,7 @@ type counters struct {
 	rv, uid, podSeq, names uint64
 }
 
-// Cluster is the lab's control plane. It is safe for concurrent use.
+// Store is the API store. It is safe for concurrent use.
 type Store struct {
 	mu        sync.Mutex
 	cfg       Config

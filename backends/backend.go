@@ -3,7 +3,6 @@ package backends
 import (
 	"context"
 	"errors"
-	"net/netip"
 	"slices"
 	"time"
 )
@@ -58,6 +57,3 @@ func sortEndpoints(eps []Endpoint) {
 
 // SortEndpoints sorts endpoints by IP, then port: the order of endpoint rules.
 func SortEndpoints(eps []Endpoint) { sortEndpoints(eps) }
-
-// ContainsAddr reports whether addrs holds a.
-func ContainsAddr(addrs []netip.Addr, a netip.Addr) bool { return slices.Contains(addrs, a) }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the extra kube-proxy versions of the version matrix (issue 24): one tools module per
+# Builds the extra kube-proxy versions of the version matrix (docs/environment-matrix.md): one tools module per
 # version, tools/upstream-vMAJOR.MINOR (e.g. tools/upstream-v1.33 requires k8s.io/kubernetes
 # v1.33.5), each built into $KPBENCH_UPSTREAM_ROOT/<version>/bin/kube-proxy (default root
 # /var/cache/kpbench/upstream), beside make upstream's v1.37.2. Only kube-proxy: it talks to

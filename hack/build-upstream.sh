@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Builds the upstream reference binaries kpbench runs (issue 11) from their Go modules, with
+# Builds the upstream binaries kpbench runs as references from their Go modules, with
 # the versions pinned in tools/upstream/go.mod and internal/upstream:
 #   kube-apiserver, kube-proxy   k8s.io/kubernetes (staging modules replaced by their v0 releases)
 #   kube-controller-manager, kube-scheduler, kubectl
-#                                the rest of a control plane, for `kpbench cluster up` (issue 25)
+#                                the rest of a control plane, for `kpbench cluster up`
 #   etcd                         go.etcd.io/etcd/server/v3 (the version kubernetes' go.mod pins)
 # into $KPBENCH_UPSTREAM_DIR or /var/cache/kpbench/upstream/<version>/bin. Idempotent: a binary
 # that exists and reports the pinned version is not rebuilt (FORCE=1 rebuilds). A cold build

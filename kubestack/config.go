@@ -3,6 +3,7 @@ package kubestack
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"kpbench.dev/kpbench/backends/kubeproxy"
@@ -80,10 +81,12 @@ func (c *Config) Validate() error {
 	case c.MinSyncPeriod < 0:
 		return bad("kube-proxy minSyncPeriod: %s is negative", c.MinSyncPeriod)
 	}
-	switch c.Proxy {
-	case kubeproxy.ModeIPTables, kubeproxy.ModeNFTables, kubeproxy.ModeIPVS:
-	default:
-		return bad("proxy %q: allowed values are iptables, nftables, ipvs", c.Proxy)
+	if !c.Proxy.Valid() {
+		modes := make([]string, 0, len(kubeproxy.Modes()))
+		for _, m := range kubeproxy.Modes() {
+			modes = append(modes, string(m))
+		}
+		return bad("proxy %q: allowed values are %s", c.Proxy, strings.Join(modes, ", "))
 	}
 	return nil
 }

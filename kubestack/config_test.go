@@ -53,16 +53,16 @@ func TestConfigValidate(t *testing.T) {
 func TestRegistry(t *testing.T) {
 	reg := Registry{Dir: t.TempDir()}
 	_, err := reg.Read("demo")
-	require.ErrorIs(t, err, ErrNoCluster)
+	require.ErrorIs(t, err, lab.ErrNotRegistered)
 	names, err := reg.List()
 	require.NoError(t, err)
 	assert.Empty(t, names)
 
-	rec := &Record{Name: "demo", PID: 42, State: StateReady, Proxy: "nftables", Nodes: 2, Kubeconfig: reg.Kubeconfig("demo"),
+	rec := &Record{Entry: lab.Entry{Name: "demo", PID: 42, State: lab.StateReady}, Proxy: "nftables", Nodes: 2, Kubeconfig: reg.Kubeconfig("demo"),
 		Processes: []ProcessRecord{{Component: "kube-proxy", Node: "node-0", PID: 43, Binary: "/bin/kube-proxy"}},
 		Startup:   &Startup{Total: 12.5}}
 	require.NoError(t, reg.Write(rec))
-	require.NoError(t, reg.Write(&Record{Name: "b"}))
+	require.NoError(t, reg.Write(&Record{Entry: lab.Entry{Name: "b"}}))
 	got, err := reg.Read("demo")
 	require.NoError(t, err)
 	assert.Equal(t, rec, got)

@@ -1,28 +1,17 @@
 package kubestack
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"time"
 
-	"kpbench.dev/kpbench/internal/fsutil"
+	"kpbench.dev/kpbench/lab"
 )
 
 // DefaultDir is where clusters live: one directory per cluster, <dir>/<name>, holding its
-// record (cluster.json, written before anything is created), its kubeconfig, its control
-// plane's files and, for a detached cluster, the owner's log.
+// record (cluster.json, written before anything is created), its kubeconfig and its control
+// plane's files; beside it, <dir>/<name>.log, a detached cluster's owner's log.
 const DefaultDir = "/run/kpbench/clusters"
-
-// The states of a cluster's record.
-const (
-	StateBuilding = "building"
-	StateReady    = "ready"
-	StateStopping = "stopping"
-)
 
 // ProcessRecord is one process a cluster started.
 type ProcessRecord struct {
@@ -71,11 +60,8 @@ type Memory struct {
 
 // Record is what a cluster writes about itself (and `cluster status -o json` shows).
 type Record struct {
-	Name string `json:"name"`
-	// PID is the owner process: it built the cluster and tears it down.
-	PID     int       `json:"pid"`
-	State   string    `json:"state"`
-	Created time.Time `json:"created"`
+	// Entry names the cluster and its owner: the process that built it and tears it down.
+	lab.Entry
 	// Proxy is kube-proxy's mode; Nodes and Clients the host counts.
 	Proxy   string `json:"proxy"`
 	Nodes   int    `json:"nodes"`
@@ -99,8 +85,18 @@ type Record struct {
 	HeapAtReady uint64 `json:"ownerHeapInUseBytesAtReady,omitempty"`
 }
 
-// Registry is the directory of clusters.
-type Registry struct{ Dir string }
+// Registry is the directory of clusters, with the registry of their labs.
+type Registry struct {
+	// Dir holds a directory per cluster, "<Dir>/<name>", with its record (cluster.json).
+	Dir string
+	// Labs is the registry of the clusters' labs (a cluster's lab has its name).
+	Labs lab.Registry
+}
+
+// Records is the registry's directory of cluster records.
+func (r Registry) Records() lab.Records {
+	return lab.Records{Dir: r.Dir, Kind: "cluster", Layout: "%s/cluster.json"}
+}
 
 // ClusterDir is the directory of the named cluster.
 func (r Registry) ClusterDir(name string) string { return filepath.Join(r.Dir, name) }
@@ -110,41 +106,12 @@ func (r Registry) Kubeconfig(name string) string {
 	return filepath.Join(r.ClusterDir(name), "kubeconfig")
 }
 
-func (r Registry) path(name string) string { return filepath.Join(r.ClusterDir(name), "cluster.json") }
-
-// ErrNoCluster is returned when a cluster is not in the registry.
-var ErrNoCluster = errors.New("no such cluster")
-
 // Write stores rec atomically.
-func (r Registry) Write(rec *Record) error {
-	dir := r.ClusterDir(rec.Name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("cluster registry: %w", err)
-	}
-	data, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return fmt.Errorf("cluster registry: encode %s: %w", rec.Name, err)
-	}
-	if err := fsutil.WriteFileAtomic(r.path(rec.Name), data, 0o644); err != nil {
-		return fmt.Errorf("cluster registry: %w", err)
-	}
-	return nil
-}
+func (r Registry) Write(rec *Record) error { return r.Records().Write(rec.Name, rec) }
 
 // Read loads the record of the named cluster.
 func (r Registry) Read(name string) (*Record, error) {
-	data, err := os.ReadFile(r.path(name))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("cluster %q: %w (see `kpbench cluster list`)", name, ErrNoCluster)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("cluster %q: %w", name, err)
-	}
-	var rec Record
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return nil, fmt.Errorf("cluster %q: corrupt record %s: %w", name, r.path(name), err)
-	}
-	return &rec, nil
+	return lab.ReadRecord[Record](r.Records(), name)
 }
 
 // Remove deletes the named cluster's directory (absent is fine).
@@ -156,15 +123,4 @@ func (r Registry) Remove(name string) error {
 }
 
 // List returns the names of the clusters that have a record, sorted.
-func (r Registry) List() ([]string, error) {
-	matches, err := filepath.Glob(filepath.Join(r.Dir, "*", "cluster.json"))
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, 0, len(matches))
-	for _, m := range matches {
-		names = append(names, filepath.Base(filepath.Dir(m)))
-	}
-	sort.Strings(names)
-	return names, nil
-}
+func (r Registry) List() ([]string, error) { return r.Records().List() }

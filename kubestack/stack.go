@@ -1,13 +1,13 @@
 //go:build linux
 
-// Package kubestack builds a real Kubernetes cluster in a lab, with no containers
-// (issue 25, `kpbench cluster up`): a lab (lab) whose control-plane namespace runs etcd,
-// kube-apiserver, kube-controller-manager and kube-scheduler (kubestack/controlplane), whose
-// every node runs the unmodified kube-proxy (backends/kubeproxy) and a lab kubelet
-// (kubestack/kubelet), with an admin kubeconfig whose server is a loopback port of the host's
-// namespace forwarded to the API server inside the lab. The cluster records itself
-// (Registry) before it creates anything, so that `kpbench cluster down --all` can remove
-// what a crashed owner left.
+// Package kubestack is `kpbench cluster up`: a real Kubernetes cluster in a lab, with no
+// containers, kept running for its users. It is a lab (lab) whose control-plane namespace
+// runs etcd, kube-apiserver, kube-controller-manager and kube-scheduler
+// (kubestack/controlplane), whose every node runs the unmodified kube-proxy
+// (backends/kubeproxy) and a lab kubelet (kubestack/kubelet), with an admin kubeconfig
+// whose server is a loopback port of the host's namespace forwarded to the API server
+// inside the lab. The stack records itself (Registry) before it creates anything, so that
+// `kpbench cluster down --all` can remove what a crashed owner left.
 package kubestack
 
 import (
@@ -34,7 +34,7 @@ import (
 	"kpbench.dev/kpbench/lab"
 )
 
-// Cluster is a running cluster, owned by this process.
+// Stack is a running `cluster up` stack, owned by this process.
 type Stack struct {
 	cfg      Config
 	registry Registry
@@ -113,17 +113,17 @@ func Up(ctx context.Context, cfg Config, opts ...Option) (_ *Stack, err error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("cluster up: needs root (network namespaces)")
 	}
-	reg := Registry{Dir: cfg.Dir}
+	reg := Registry{Dir: cfg.Dir, Labs: lab.Registry{Dir: cfg.LabRegistryDir}}
 	if old, err := reg.Read(cfg.Name); err == nil {
-		if lab.ProcessAlive(old.PID) {
+		if old.OwnerAlive() {
 			return nil, fmt.Errorf("%w: cluster %q already exists (owner pid %d is running); choose another --name or run `kpbench cluster down --name %s`", ErrBadConfig, cfg.Name, old.PID, cfg.Name)
 		}
-		if err := sweep(reg, lab.Registry{Dir: cfg.LabRegistryDir}, old); err != nil {
+		if err := sweep(reg, old); err != nil {
 			return nil, fmt.Errorf("cluster %q: removing stale leftovers: %w", cfg.Name, err)
 		}
 	}
 	c := &Stack{cfg: cfg, registry: reg, log: o.logger, rec: Record{
-		Name: cfg.Name, PID: os.Getpid(), State: StateBuilding, Created: time.Now(),
+		Entry: lab.Entry{Name: cfg.Name, PID: os.Getpid(), State: lab.StateBuilding, Created: time.Now()},
 		Proxy: string(cfg.Proxy), Nodes: cfg.Nodes, Clients: cfg.Clients,
 		Kubeconfig: reg.Kubeconfig(cfg.Name), Log: o.logPath,
 	}}
@@ -214,7 +214,7 @@ func (c *Stack) build(ctx context.Context, bins map[string]string) error {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return c.update(func(r *Record) {
-		r.Startup, r.MemoryAtReady, r.HeapAtReady, r.State = &st, mem, ms.HeapInuse, StateReady
+		r.Startup, r.MemoryAtReady, r.HeapAtReady, r.State = &st, mem, ms.HeapInuse, lab.StateReady
 	})
 }
 
@@ -356,17 +356,11 @@ func (c *Stack) notReady(ctx context.Context, client kubernetes.Interface) strin
 	return ""
 }
 
-// Name returns the cluster's name.
-func (c *Stack) Name() string { return c.cfg.Name }
-
 // Kubeconfig returns the path of the admin kubeconfig.
 func (c *Stack) Kubeconfig() string { return c.registry.Kubeconfig(c.cfg.Name) }
 
 // Lab returns the cluster's lab.
 func (c *Stack) Lab() *lab.Lab { return c.lab }
-
-// ControlPlane returns the cluster's control plane.
-func (c *Stack) ControlPlane() *controlplane.ControlPlane { return c.cp }
 
 // Record returns a copy of the cluster's record.
 func (c *Stack) Record() Record {
@@ -404,7 +398,7 @@ func (c *Stack) Down(ctx context.Context) error {
 	c.down = true
 	kubelets, proxies, fw, cp, l := c.kubelets, c.proxies, c.forward, c.cp, c.lab
 	c.mu.Unlock()
-	_ = c.update(func(r *Record) { r.State = StateStopping })
+	_ = c.update(func(r *Record) { r.State = lab.StateStopping })
 	var errs []error
 	var wg sync.WaitGroup
 	for _, k := range kubelets {

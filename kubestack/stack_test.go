@@ -133,7 +133,7 @@ func execOn(ctx context.Context, t *testing.T, l *lab.Lab, host string, argv ...
 	return string(res.Stdout), err
 }
 
-// TestClusterServesAService is issue 25's test, on iptables and nftables: a 2-node cluster
+// TestClusterServesAService is what `cluster up` promises, on iptables and nftables: a 2-node cluster
 // comes up; a Deployment of 3 and a ClusterIP Service made through client-go become 3
 // Running, Ready pods, an EndpointSlice of 3 ready endpoints from the controller manager,
 // and kube-proxy rules; curl to the ClusterIP from a node answers with the pods' names;
@@ -262,14 +262,14 @@ func assertGone(t *testing.T, rec kubestack.Record) {
 	assert.Error(t, err, "nothing listens on %s any more", addr)
 	assert.NoDirExists(t, filepath.Dir(rec.Kubeconfig))
 	_, err = lab.Registry{Dir: lab.DefaultRegistryDir}.Read(rec.Name)
-	assert.ErrorIs(t, err, lab.ErrNoLab)
+	assert.ErrorIs(t, err, lab.ErrNotRegistered)
 }
 
 // TestLabKubeletIsHonest: what the lab kubelet cannot do is never reported as working: a
 // readiness probe that fails keeps its pod unready, an exec readiness probe is reported
 // as not supported and keeps its pod unready, a failing liveness probe restarts its
 // container, two containers on one port make the second wait with the kernel's error.
-// And a hostNetwork pod (issue 26's probers) serves from its node's namespace.
+// And a hostNetwork pod (as e2e tests run their probers) serves from its node's namespace.
 func TestLabKubeletIsHonest(t *testing.T) {
 	testutil.RequireBinary(t, "curl")
 	c, client := upCluster(t, kubeproxy.ModeNFTables)

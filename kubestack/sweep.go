@@ -22,18 +22,18 @@ type DownResult struct {
 // (kube-proxies and control-plane components get 10 s each to stop).
 const DefaultGrace = 60 * time.Second
 
-// DownByName removes one cluster. A live owner (another process) gets SIGTERM and grace to
-// tear the cluster down itself, then SIGKILL; whatever is left is swept (see sweep), and
-// the log of a detached owner goes too.
-func DownByName(reg Registry, labReg lab.Registry, name string, grace time.Duration) error {
+// DownByName removes one cluster. A live owner (another process) gets SIGTERM and grace
+// (default DefaultGrace) to tear the cluster down itself, then SIGKILL; whatever is left is
+// swept (see sweep), and the log of a detached owner goes too.
+func DownByName(reg Registry, name string, grace time.Duration) error {
 	rec, err := reg.Read(name)
 	if err != nil {
 		return err
 	}
-	if rec.PID != os.Getpid() && lab.ProcessAlive(rec.PID) {
-		stopOwner(rec.PID, grace)
+	if grace <= 0 {
+		grace = DefaultGrace
 	}
-	err = sweep(reg, labReg, rec)
+	err = errors.Join(rec.StopOwner(grace), sweep(reg, rec))
 	if rec.Log != "" {
 		if rerr := os.Remove(rec.Log); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = errors.Join(err, rerr)
@@ -43,36 +43,20 @@ func DownByName(reg Registry, labReg lab.Registry, name string, grace time.Durat
 }
 
 // DownAll removes every cluster whose owner is gone, or every cluster with force.
-func DownAll(reg Registry, labReg lab.Registry, force bool, grace time.Duration) (DownResult, error) {
+func DownAll(reg Registry, force bool, grace time.Duration) (DownResult, error) {
 	var res DownResult
-	names, err := reg.List()
-	if err != nil {
-		return res, err
-	}
-	var errs []error
-	for _, name := range names {
-		rec, err := reg.Read(name)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if lab.ProcessAlive(rec.PID) && !force {
-			res.Refused = append(res.Refused, name)
-			continue
-		}
-		if err := DownByName(reg, labReg, name, grace); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		res.Removed = append(res.Removed, name)
-	}
-	return res, errors.Join(errs...)
+	var err error
+	res.Removed, res.Refused, err = reg.Records().DownAll(force, func(name string) error {
+		return DownByName(reg, name, grace)
+	})
+	return res, err
 }
 
 // sweep removes what a cluster whose owner is gone left: its processes that still run
 // their recorded binary (the owner's death normally took them along: they are started
-// with a parent-death signal), the lab's namespaces and record, the cluster's directory.
-func sweep(reg Registry, labReg lab.Registry, rec *Record) error {
+// with a parent-death signal), then its lab (the lab's sweep: namespaces, record, state),
+// then the cluster's directory.
+func sweep(reg Registry, rec *Record) error {
 	var errs []error
 	for _, p := range rec.Processes {
 		if runs(p.PID, p.Binary) {
@@ -87,24 +71,9 @@ func sweep(reg Registry, labReg lab.Registry, rec *Record) error {
 			time.Sleep(20 * time.Millisecond) // another process's exit: no event to wait for
 		}
 	}
-	if err := lab.DownByName(labReg, rec.Name, lab.DownOptions{}); err != nil && !errors.Is(err, lab.ErrNoLab) {
+	if err := lab.DownByName(reg.Labs, rec.Name, lab.DownOptions{}); err != nil && !errors.Is(err, lab.ErrNotRegistered) {
 		errs = append(errs, err)
 	}
 	errs = append(errs, reg.Remove(rec.Name))
 	return errors.Join(errs...)
-}
-
-// stopOwner sends SIGTERM, waits up to grace for the process to exit, then SIGKILLs it.
-func stopOwner(pid int, grace time.Duration) {
-	if grace <= 0 {
-		grace = DefaultGrace
-	}
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	deadline := time.Now().Add(grace)
-	for lab.ProcessAlive(pid) && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond) // another process's exit: no event to wait for
-	}
-	if lab.ProcessAlive(pid) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
 }

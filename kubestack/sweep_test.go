@@ -30,13 +30,13 @@ func TestSweepKillsOnlyWhatStillRunsItsBinary(t *testing.T) {
 	require.True(t, runs(child.Process.Pid, bin))
 	require.False(t, runs(os.Getpid(), bin))
 
-	reg := Registry{Dir: t.TempDir()}
-	rec := &Record{Name: "gone", PID: 0, Processes: []ProcessRecord{
+	reg := Registry{Dir: t.TempDir(), Labs: lab.Registry{Dir: t.TempDir()}}
+	rec := &Record{Entry: lab.Entry{Name: "gone"}, Processes: []ProcessRecord{
 		{Component: "kube-proxy", PID: child.Process.Pid, Binary: bin},
 		{Component: "etcd", PID: os.Getpid(), Binary: bin}, // a reused pid: not ours any more
 	}}
 	require.NoError(t, reg.Write(rec))
-	require.NoError(t, sweep(reg, lab.Registry{Dir: t.TempDir()}, rec))
+	require.NoError(t, sweep(reg, rec))
 	assert.Error(t, <-exited, "the recorded process was killed")
 	assert.NoDirExists(t, reg.ClusterDir("gone"))
 }

@@ -104,19 +104,18 @@ type Option func(*options)
 
 type options struct {
 	registryDir string
-	parallel    int
 }
+
+// podParallelism is how many pods Up creates at once.
+const podParallelism = 8
 
 // WithRegistryDir records the lab in dir instead of DefaultRegistryDir (tests).
 func WithRegistryDir(dir string) Option { return func(o *options) { o.registryDir = dir } }
 
-// WithParallelism sets how many pods are created at once (default 8).
-func WithParallelism(n int) Option { return func(o *options) { o.parallel = n } }
-
 // Up builds the lab described by cfg. On error (or cancellation) everything created so far
 // is removed again before Up returns.
 func Up(ctx context.Context, cfg Config, opts ...Option) (*Lab, error) {
-	o := options{registryDir: DefaultRegistryDir, parallel: 8}
+	o := options{registryDir: DefaultRegistryDir}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -143,7 +142,7 @@ func Up(ctx context.Context, cfg Config, opts ...Option) (*Lab, error) {
 		cfg: cfg, registry: reg, created: time.Now(),
 		hosts: map[string]*Host{}, usedIPs: map[netip.Addr]bool{}, probers: map[string]*probe.Prober{},
 	}
-	if err := l.build(ctx, o.parallel); err != nil {
+	if err := l.build(ctx); err != nil {
 		derr := l.Down(context.WithoutCancel(ctx))
 		return nil, errors.Join(fmt.Errorf("lab %s up: %w", cfg.Name, err), derr)
 	}
@@ -154,8 +153,8 @@ func (l *Lab) nsName(host string) string {
 	return fmt.Sprintf("%s-%s-%s", netns.Prefix, l.cfg.Name, host)
 }
 
-func (l *Lab) build(ctx context.Context, parallel int) error {
-	if err := l.saveRecord("building"); err != nil { // before any namespace exists
+func (l *Lab) build(ctx context.Context) error {
+	if err := l.saveRecord(StateBuilding); err != nil { // before any namespace exists
 		return err
 	}
 	fabric, err := l.newHost("fabric", KindFabric)
@@ -184,15 +183,14 @@ func (l *Lab) build(ctx context.Context, parallel int) error {
 			return err
 		}
 	}
-	if err := l.saveRecord("building"); err != nil {
+	if err := l.saveRecord(StateBuilding); err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(1, parallel))
-	for i, node := range l.nodes {
+	g.SetLimit(podParallelism)
+	for _, node := range l.nodes {
 		for k := range l.cfg.PodsPerNode {
 			spec := PodSpec{Name: fmt.Sprintf("%s-pod-%d", node.Name, k), Node: node.Name}
-			_ = i
 			g.Go(func() error {
 				if err := gctx.Err(); err != nil {
 					return err
@@ -217,7 +215,7 @@ func (l *Lab) build(ctx context.Context, parallel int) error {
 			return fmt.Errorf("%s %s: %w", h.Kind, h.Name, err)
 		}
 	}
-	return l.saveRecord("ready")
+	return l.saveRecord(StateReady)
 }
 
 // newHost creates the namespace of a host and registers it.
@@ -253,17 +251,11 @@ func (l *Lab) addNode(fh *nsHandle, i int) error {
 	if len(l.cfg.Zones) > 0 {
 		h.Zone = l.cfg.Zones[i%len(l.cfg.Zones)]
 	}
-	nh, err := openNS(h.NetNSPath)
+	nh, err := l.joinFabric(fh, h, fmt.Sprintf("kpbn%d", i), l.cfg.FabricGateway())
 	if err != nil {
-		return err
+		return fmt.Errorf("node %s: %w", name, err)
 	}
 	defer nh.Close()
-	if err := fh.addVethInto(fmt.Sprintf("kpbn%d", i), fabricBridge, nh, false); err != nil {
-		return fmt.Errorf("node %s: %w", name, err)
-	}
-	if err := nh.setupHostIf(netip.PrefixFrom(h.IP, l.cfg.NodeCIDR.Bits()), l.cfg.FabricGateway()); err != nil {
-		return fmt.Errorf("node %s: %w", name, err)
-	}
 	gw := h.PodCIDR.Addr().Next()
 	if err := nh.addBridge(podBridge, netip.PrefixFrom(gw, h.PodCIDR.Bits())); err != nil {
 		return fmt.Errorf("node %s: %w", name, err)
@@ -289,6 +281,25 @@ func (l *Lab) addNode(fh *nsHandle, i int) error {
 	return nil
 }
 
+// joinFabric plugs host h into the fabric: a veth named link, its fabric end on the fabric
+// bridge, its other end h's eth0 with h.IP on the node subnet and a default route via gw
+// (none when gw is not valid). It returns h's namespace handle, open: the caller closes it.
+func (l *Lab) joinFabric(fh *nsHandle, h *Host, link string, gw netip.Addr) (*nsHandle, error) {
+	hh, err := openNS(h.NetNSPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := fh.addVethInto(link, fabricBridge, hh, false); err != nil {
+		hh.Close()
+		return nil, err
+	}
+	if err := hh.setupHostIf(netip.PrefixFrom(h.IP, l.cfg.NodeCIDR.Bits()), gw); err != nil {
+		hh.Close()
+		return nil, err
+	}
+	return hh, nil
+}
+
 func (l *Lab) addClient(fh *nsHandle, j int) error {
 	name := ClientName(j)
 	h, err := l.newHost(name, KindClient)
@@ -296,17 +307,11 @@ func (l *Lab) addClient(fh *nsHandle, j int) error {
 		return err
 	}
 	h.index, h.IP = j, l.cfg.ClientIP(j)
-	ch, err := openNS(h.NetNSPath)
+	ch, err := l.joinFabric(fh, h, fmt.Sprintf("kpbc%d", j), netip.Addr{})
 	if err != nil {
-		return err
+		return fmt.Errorf("client %s: %w", name, err)
 	}
 	defer ch.Close()
-	if err := fh.addVethInto(fmt.Sprintf("kpbc%d", j), fabricBridge, ch, false); err != nil {
-		return fmt.Errorf("client %s: %w", name, err)
-	}
-	if err := ch.setupHostIf(netip.PrefixFrom(h.IP, l.cfg.NodeCIDR.Bits()), netip.Addr{}); err != nil {
-		return fmt.Errorf("client %s: %w", name, err)
-	}
 	for _, p := range l.cfg.ClientRoutes {
 		if err := ch.addRoute(p, l.cfg.NodeIP(0)); err != nil {
 			return fmt.Errorf("client %s: %w", name, err)
@@ -561,7 +566,7 @@ func (l *Lab) Down(ctx context.Context) error {
 	l.probers = map[string]*probe.Prober{}
 	l.mu.Unlock()
 	if len(hosts) > 0 || len(probers) > 0 {
-		_ = l.saveRecord("stopping")
+		_ = l.saveRecord(StateStopping)
 	}
 	for _, pr := range probers {
 		pr.Close()
@@ -590,7 +595,7 @@ func (l *Lab) Down(ctx context.Context) error {
 func (l *Lab) Record(state string) *Record {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	rec := &Record{Name: l.cfg.Name, PID: os.Getpid(), State: state, Created: l.created}
+	rec := &Record{Entry: Entry{Name: l.cfg.Name, PID: os.Getpid(), State: state, Created: l.created}}
 	for _, h := range l.hosts {
 		hr := HostRecord{Name: h.Name, Kind: h.Kind, NetNS: h.NetNS, Node: h.Node, Zone: h.Zone, Ready: h.Ready, Terminating: h.Terminating}
 		if h.IP.IsValid() {
@@ -624,7 +629,7 @@ func (l *Lab) Record(state string) *Record {
 // saveRecord writes the registry record; state "" keeps the last one.
 func (l *Lab) saveRecord(state string) error {
 	if state == "" {
-		state = "ready"
+		state = StateReady
 		if old, err := l.registry.Read(l.cfg.Name); err == nil {
 			state = old.State
 		}

@@ -182,7 +182,7 @@ func TestLabLeavesNothingAndRootUntouched(t *testing.T) {
 
 	assert.Empty(t, mustList(t, "kpb-"+name+"-"), "namespaces left behind")
 	_, err = l.registry.Read(name)
-	assert.ErrorIs(t, err, ErrNoLab, "registry record left behind")
+	assert.ErrorIs(t, err, ErrNotRegistered, "registry record left behind")
 	mounts, err := os.ReadFile("/proc/self/mountinfo")
 	require.NoError(t, err)
 	assert.NotContains(t, string(mounts), "kpb-"+name+"-", "namespace mounts left behind")
@@ -221,7 +221,7 @@ func TestDownAllSweepsStaleAndSparesLive(t *testing.T) {
 	dead := exec.Command("true")
 	require.NoError(t, dead.Run())
 	stale := "t" + testutil.RandomID(t, 6)
-	require.NoError(t, reg.Write(&Record{Name: stale, PID: dead.Process.Pid, State: "ready"}))
+	require.NoError(t, reg.Write(&Record{Entry: Entry{Name: stale, PID: dead.Process.Pid, State: StateReady}}))
 	_, err := netns.Create("kpb-" + stale + "-node-0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = netns.Delete("kpb-" + stale + "-node-0"); _ = reg.Remove(stale) })

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -17,6 +18,56 @@ import (
 // the first namespace is created, so that `kpbench lab down --all` can always find and
 // remove what a crashed run left.
 const DefaultRegistryDir = "/run/kpbench/labs"
+
+// The states of a registry entry: its owner is building it, it is ready, its owner is
+// tearing it down.
+const (
+	StateBuilding = "building"
+	StateReady    = "ready"
+	StateStopping = "stopping"
+)
+
+// Entry is what every registry record starts with, a lab's as a `cluster up` stack's: what
+// is registered, which process owns it (built it and tears it down), and its state.
+type Entry struct {
+	Name string `json:"name"`
+	// PID is the owner process.
+	PID int `json:"pid"`
+	// State is StateBuilding, StateReady or StateStopping.
+	State   string    `json:"state"`
+	Created time.Time `json:"created"`
+}
+
+// OwnerAlive reports whether the process that owns the entry is still running.
+func (e Entry) OwnerAlive() bool { return ProcessAlive(e.PID) }
+
+// StopOwner asks a live owner other than this process to tear down what it owns (SIGTERM),
+// waits up to grace for it to exit, then kills it. It does nothing when the owner is gone.
+func (e Entry) StopOwner(grace time.Duration) error {
+	if !e.OwnerAlive() || e.PID == os.Getpid() {
+		return nil
+	}
+	if err := syscall.Kill(e.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("%s: signal owner %d: %w", e.Name, e.PID, err)
+	}
+	deadline := time.Now().Add(grace)
+	for ProcessAlive(e.PID) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond) // another process's exit: no event to wait for
+	}
+	if ProcessAlive(e.PID) {
+		_ = syscall.Kill(e.PID, syscall.SIGKILL)
+	}
+	return nil
+}
+
+// ProcessAlive reports whether a process with this pid exists.
+func ProcessAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
 
 // HostKind is what a lab host plays: a node, a pod or an external client.
 type HostKind string
@@ -47,85 +98,9 @@ type HostRecord struct {
 
 // Record is the registry entry of one lab.
 type Record struct {
-	Name    string    `json:"name"`
-	PID     int       `json:"pid"`
-	State   string    `json:"state"` // "building", "ready", "stopping"
-	Created time.Time `json:"created"`
+	Entry
 	// Hosts lists every namespace of the lab, fabric first.
 	Hosts []HostRecord `json:"hosts"`
-}
-
-// Registry is the directory of lab records.
-type Registry struct{ Dir string }
-
-func (r Registry) path(name string) string { return filepath.Join(r.Dir, name+".json") }
-
-// StateDir is where the users of lab name keep its files (kube-proxy configurations and
-// logs, certificates): a directory "state/<name>" beside the registry's. Removing the lab,
-// by its owner or by a sweep after a crash, removes it too.
-func (r Registry) StateDir(name string) string {
-	return filepath.Join(filepath.Dir(r.Dir), "state", name)
-}
-
-// Write stores rec atomically.
-func (r Registry) Write(rec *Record) error {
-	if err := os.MkdirAll(r.Dir, 0o755); err != nil {
-		return fmt.Errorf("registry: %w", err)
-	}
-	data, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return fmt.Errorf("registry: encode %s: %w", rec.Name, err)
-	}
-	// A temporary file of its own per write: concurrent writers of one lab's record (the
-	// kubelet and a scenario step both changing pods) must not rename each other's file.
-	if err := fsutil.WriteFileAtomic(r.path(rec.Name), data, 0o644); err != nil {
-		return fmt.Errorf("registry: %w", err)
-	}
-	return nil
-}
-
-// ErrNoLab is returned when a lab is not in the registry.
-var ErrNoLab = errors.New("no such lab")
-
-// Read loads the record of the named lab.
-func (r Registry) Read(name string) (*Record, error) {
-	data, err := os.ReadFile(r.path(name))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("lab %q: %w (see `kpbench lab list`)", name, ErrNoLab)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lab %q: %w", name, err)
-	}
-	var rec Record
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return nil, fmt.Errorf("lab %q: corrupt registry file %s: %w", name, r.path(name), err)
-	}
-	return &rec, nil
-}
-
-// Remove deletes the record of the named lab and its StateDir (absent is fine).
-func (r Registry) Remove(name string) error {
-	if err := os.RemoveAll(r.StateDir(name)); err != nil {
-		return fmt.Errorf("registry: %w", err)
-	}
-	if err := os.Remove(r.path(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("registry: %w", err)
-	}
-	return nil
-}
-
-// List returns the names of all registered labs, sorted.
-func (r Registry) List() ([]string, error) {
-	matches, err := filepath.Glob(filepath.Join(r.Dir, "*.json"))
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, 0, len(matches))
-	for _, m := range matches {
-		names = append(names, filepath.Base(m[:len(m)-len(".json")]))
-	}
-	sort.Strings(names)
-	return names, nil
 }
 
 // Host returns the host record with the given name.
@@ -138,14 +113,151 @@ func (rec *Record) Host(name string) (HostRecord, bool) {
 	return HostRecord{}, false
 }
 
-// OwnerAlive reports whether the process that built the lab is still running.
-func (rec *Record) OwnerAlive() bool { return ProcessAlive(rec.PID) }
-
-// ProcessAlive reports whether a process with this pid exists.
-func ProcessAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+// Records is a directory of JSON records, one per name, each replaced atomically: the
+// labs' (Registry) and the `cluster up` stacks' (kubestack.Registry) are kept this way.
+type Records struct {
+	// Dir is the directory.
+	Dir string
+	// Kind says what a record is about, in errors and hints: "lab", "cluster".
+	Kind string
+	// Layout is a record's path below Dir, with %s for its name: "%s.json",
+	// "%s/cluster.json".
+	Layout string
 }
+
+// ErrNotRegistered is wrapped by Read when a name has no record.
+var ErrNotRegistered = errors.New("not registered")
+
+// notRegistered says which name of which kind has no record, and where to look.
+type notRegistered struct{ kind, name string }
+
+func (e notRegistered) Error() string {
+	return fmt.Sprintf("%s %q: no such %s (see `kpbench %s list`)", e.kind, e.name, e.kind, e.kind)
+}
+
+func (notRegistered) Is(target error) bool { return target == ErrNotRegistered }
+
+// Path is the file of the named record.
+func (r Records) Path(name string) string { return filepath.Join(r.Dir, fmt.Sprintf(r.Layout, name)) }
+
+// Write stores rec as the named record, creating its directory.
+func (r Records) Write(name string, rec any) error {
+	path := r.Path(name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("%s registry: %w", r.Kind, err)
+	}
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("%s registry: encode %s: %w", r.Kind, name, err)
+	}
+	// A temporary file of its own per write: concurrent writers of one record (a lab's
+	// kubelet and a scenario step both changing pods) must not rename each other's file.
+	if err := fsutil.WriteFileAtomic(path, data, 0o644); err != nil {
+		return fmt.Errorf("%s registry: %w", r.Kind, err)
+	}
+	return nil
+}
+
+// Read decodes the named record into rec (a pointer); ErrNotRegistered when there is none.
+func (r Records) Read(name string, rec any) error {
+	path := r.Path(name)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return notRegistered{r.Kind, name}
+	}
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", r.Kind, name, err)
+	}
+	if err := json.Unmarshal(data, rec); err != nil {
+		return fmt.Errorf("%s %q: corrupt record %s: %w", r.Kind, name, path, err)
+	}
+	return nil
+}
+
+// ReadRecord reads the named record of recs as an R.
+func ReadRecord[R any](recs Records, name string) (*R, error) {
+	var rec R
+	if err := recs.Read(name, &rec); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// List returns the names that have a record, sorted.
+func (r Records) List() ([]string, error) {
+	prefix, suffix, _ := strings.Cut(r.Layout, "%s")
+	matches, err := filepath.Glob(filepath.Join(r.Dir, fmt.Sprintf(r.Layout, "*")))
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(matches))
+	for _, m := range matches {
+		rel, err := filepath.Rel(r.Dir, m)
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, strings.TrimSuffix(strings.TrimPrefix(rel, prefix), suffix))
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// DownAll takes down, with down, every registered name whose owner is gone, or every one
+// with force; it returns those it took down and the live ones it left alone.
+func (r Records) DownAll(force bool, down func(name string) error) (removed, refused []string, err error) {
+	names, err := r.List()
+	if err != nil {
+		return nil, nil, err
+	}
+	var errs []error
+	for _, name := range names {
+		var e Entry
+		if err := r.Read(name, &e); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if e.OwnerAlive() && !force {
+			refused = append(refused, name)
+			continue
+		}
+		if err := down(name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, name)
+	}
+	return removed, refused, errors.Join(errs...)
+}
+
+// Registry is the directory of lab records, "<Dir>/<name>.json".
+type Registry struct{ Dir string }
+
+// Records is the registry's directory of records.
+func (r Registry) Records() Records { return Records{Dir: r.Dir, Kind: "lab", Layout: "%s.json"} }
+
+// StateDir is where the users of lab name keep its files (kube-proxy configurations and
+// logs, certificates): a directory "state/<name>" beside the registry's. Removing the lab,
+// by its owner or by a sweep after a crash, removes it too.
+func (r Registry) StateDir(name string) string {
+	return filepath.Join(filepath.Dir(r.Dir), "state", name)
+}
+
+// Write stores rec atomically.
+func (r Registry) Write(rec *Record) error { return r.Records().Write(rec.Name, rec) }
+
+// Read loads the record of the named lab.
+func (r Registry) Read(name string) (*Record, error) { return ReadRecord[Record](r.Records(), name) }
+
+// Remove deletes the record of the named lab and its StateDir (absent is fine).
+func (r Registry) Remove(name string) error {
+	if err := os.RemoveAll(r.StateDir(name)); err != nil {
+		return fmt.Errorf("lab registry: %w", err)
+	}
+	if err := os.Remove(r.Records().Path(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("lab registry: %w", err)
+	}
+	return nil
+}
+
+// List returns the names of all registered labs, sorted.
+func (r Registry) List() ([]string, error) { return r.Records().List() }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"kpbench.dev/kpbench/internal/netns"
@@ -31,12 +30,15 @@ func sweepLab(reg Registry, name string) error {
 	return errors.Join(sweepNamespaces(fmt.Sprintf("%s-%s-", netns.Prefix, name)), reg.Remove(name))
 }
 
+// DefaultGrace is how long a lab's live owner has to tear it down by itself after SIGTERM.
+const DefaultGrace = 20 * time.Second
+
 // DownOptions says how Down treats a lab whose owner process is still running.
 type DownOptions struct {
 	// Force stops live labs too: their owner gets SIGTERM (and SIGKILL after Grace), then
 	// their namespaces are swept.
 	Force bool
-	// Grace is how long a signalled owner has to tear down by itself (default 20s).
+	// Grace is how long a signalled owner has to tear down by itself (default DefaultGrace).
 	Grace time.Duration
 }
 
@@ -54,10 +56,11 @@ func DownByName(reg Registry, name string, o DownOptions) error {
 	if err != nil {
 		return err
 	}
-	if rec.OwnerAlive() && rec.PID != syscallGetpid() {
-		if err := stopOwner(rec.PID, o.Grace); err != nil {
-			return fmt.Errorf("lab %s: %w", name, err)
-		}
+	if o.Grace <= 0 {
+		o.Grace = DefaultGrace
+	}
+	if err := rec.StopOwner(o.Grace); err != nil {
+		return fmt.Errorf("lab %w", err)
 	}
 	return sweepLab(reg, name)
 }
@@ -66,27 +69,11 @@ func DownByName(reg Registry, name string, o DownOptions) error {
 // namespace with the kpb prefix that belongs to no live lab and no live test process.
 func DownAll(reg Registry, o DownOptions) (DownResult, error) {
 	var res DownResult
-	names, err := reg.List()
-	if err != nil {
-		return res, err
-	}
-	var errs []error
-	for _, name := range names {
-		rec, err := reg.Read(name)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if rec.OwnerAlive() && !o.Force {
-			res.Refused = append(res.Refused, name)
-			continue
-		}
-		if err := DownByName(reg, name, o); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		res.Removed = append(res.Removed, name)
-	}
+	var err error
+	res.Removed, res.Refused, err = reg.Records().DownAll(o.Force, func(name string) error {
+		return DownByName(reg, name, o)
+	})
+	errs := []error{err}
 	all, err := netns.List(netns.Prefix)
 	if err != nil {
 		return res, errors.Join(append(errs, err)...)
@@ -117,22 +104,3 @@ func ownerOfNamespace(reg Registry, name string) bool {
 	}
 	return false
 }
-
-func stopOwner(pid int, grace time.Duration) error {
-	if grace <= 0 {
-		grace = 20 * time.Second
-	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("signal owner %d: %w", pid, err)
-	}
-	deadline := time.Now().Add(grace)
-	for ProcessAlive(pid) && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond) // waiting on another process: no event to wait for
-	}
-	if ProcessAlive(pid) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	return nil
-}
-
-func syscallGetpid() int { return syscall.Getpid() }

@@ -29,7 +29,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(slice("addressType: IPv4", "ports: [{port: 80, name: http}]", "endpoints: [{addresses: [10.0.0.1], conditions: {ready: true}, nodeName: n1}]")))
 	f.Add([]byte("a: &a [1, *a]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		objs, err := Parse("fuzz.yaml", data)
+		objs, err := Parser{}.Parse("fuzz.yaml", data)
 		if err != nil {
 			return
 		}
@@ -43,7 +43,7 @@ func FuzzParse(f *testing.F) {
 			require.JSONEq(t, string(before), string(after), "SetDefaults is not idempotent")
 			require.Empty(t, Parser{}.Validate(again), "accepted object does not re-validate")
 
-			rt, err := Parse("roundtrip.json", before)
+			rt, err := Parser{}.Parse("roundtrip.json", before)
 			require.NoError(t, err, "accepted object does not parse back from %s", before)
 			require.Len(t, rt, 1)
 			require.Equal(t, o.Key(), rt[0].Key())

@@ -166,10 +166,6 @@ type Parser struct {
 	Shared *yamlpos.Shared
 }
 
-// Parse reads the objects of one YAML file with the default Parser. file names the data
-// in errors.
-func Parse(file string, data []byte) ([]Object, error) { return Parser{}.Parse(file, data) }
-
 // ReadFiles reads and parses files with the default Parser, in order.
 func ReadFiles(paths ...string) ([]Object, error) { return Parser{}.ReadFiles(paths...) }
 

@@ -16,7 +16,7 @@ import (
 	"kpbench.dev/kpbench/internal/yamlpos"
 )
 
-const examples = "../../scenarios/examples"
+const examples = "../scenarios/examples"
 
 // svc returns a Service whose spec lines start at line 6.
 func svc(spec ...string) string {
@@ -87,7 +87,7 @@ func TestSeedWithPlaceholdersFailsCleanly(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	objs, err := Parse("s.yaml", []byte(svc(
+	objs, err := Parser{}.Parse("s.yaml", []byte(svc(
 		"  type: LoadBalancer",
 		"  sessionAffinity: ClientIP",
 		"  ports:",
@@ -109,38 +109,38 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, corev1.ServiceInternalTrafficPolicyCluster, *s.Spec.InternalTrafficPolicy)
 	assert.True(t, *s.Spec.AllocateLoadBalancerNodePorts)
 
-	objs, err = Parse("d.yaml", []byte(deploy("  selector: {matchLabels: {a: b}}", "  template:", "    metadata: {labels: {a: b}}", "    spec:", "      containers: [{name: c, image: i, ports: [{containerPort: 80}]}]")))
+	objs, err = Parser{}.Parse("d.yaml", []byte(deploy("  selector: {matchLabels: {a: b}}", "  template:", "    metadata: {labels: {a: b}}", "    spec:", "      containers: [{name: c, image: i, ports: [{containerPort: 80}]}]")))
 	require.NoError(t, err)
 	d := objs[0].Object.(*appsv1.Deployment)
 	assert.Equal(t, int32(1), *d.Spec.Replicas)
 	assert.Equal(t, corev1.ProtocolTCP, d.Spec.Template.Spec.Containers[0].Ports[0].Protocol)
 
-	objs, err = Parse("e.yaml", []byte(slice("addressType: IPv4", "ports: [{port: 80}]", "endpoints: [{addresses: [10.0.0.1]}]")))
+	objs, err = Parser{}.Parse("e.yaml", []byte(slice("addressType: IPv4", "ports: [{port: 80}]", "endpoints: [{addresses: [10.0.0.1]}]")))
 	require.NoError(t, err)
 	es := objs[0].Object.(*discoveryv1.EndpointSlice)
 	assert.Equal(t, corev1.ProtocolTCP, *es.Ports[0].Protocol)
 	assert.Equal(t, "EndpointSlice", objs[0].Kind())
 
 	// ClusterIP: no externalTrafficPolicy, ExternalName: no internalTrafficPolicy.
-	objs, err = Parse("c.yaml", []byte(svc("  ports: [{port: 80}]")+"---\n"+svc("  type: ExternalName", "  externalName: example.com")))
+	objs, err = Parser{}.Parse("c.yaml", []byte(svc("  ports: [{port: 80}]")+"---\n"+svc("  type: ExternalName", "  externalName: example.com")))
 	require.NoError(t, err)
 	assert.Empty(t, objs[0].Object.(*corev1.Service).Spec.ExternalTrafficPolicy)
 	assert.Nil(t, objs[1].Object.(*corev1.Service).Spec.InternalTrafficPolicy)
 }
 
 func TestEmptyDocumentsSkipped(t *testing.T) {
-	objs, err := Parse("e.yaml", []byte("---\n# nothing\n---\n"+svc("  ports: [{port: 80}]")+"---\n---\n"))
+	objs, err := Parser{}.Parse("e.yaml", []byte("---\n# nothing\n---\n"+svc("  ports: [{port: 80}]")+"---\n---\n"))
 	require.NoError(t, err)
 	require.Len(t, objs, 1)
 	assert.Equal(t, 4, objs[0].Source.Line)
-	objs, err = Parse("empty.yaml", nil)
+	objs, err = Parser{}.Parse("empty.yaml", nil)
 	require.NoError(t, err)
 	assert.Empty(t, objs)
 }
 
 func TestNodePortRangeIsAParameter(t *testing.T) {
 	src := []byte(svc("  type: NodePort", "  ports:", "  - port: 80", "    nodePort: 20001"))
-	_, err := Parse("s.yaml", src)
+	_, err := Parser{}.Parse("s.yaml", src)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "must be in range 30000-32767")
 	_, err = Parser{NodePortRange: PortRange{Min: 20000, Max: 20010}}.Parse("s.yaml", src)
@@ -302,7 +302,7 @@ func TestMalformed(t *testing.T) {
 		{"slice ready not bool", slice("addressType: IPv4", "endpoints:", "- addresses: [10.0.0.1]", "  conditions: {ready: 'yes'}"), 8, "endpoints[0].conditions.ready", "expected a boolean"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			objs, err := Parse("m.yaml", []byte(tc.src))
+			objs, err := Parser{}.Parse("m.yaml", []byte(tc.src))
 			require.Error(t, err, "parsed: %+v", objs)
 			assert.Nil(t, objs)
 			list := yamlpos.AsErrors(err)
@@ -351,7 +351,7 @@ items:
   metadata: {name: web-0, namespace: shop, labels: {app: web}}
   spec: {containers: [{name: c, image: i}]}
 `
-	objs, err := Parse("l.yaml", []byte(src))
+	objs, err := Parser{}.Parse("l.yaml", []byte(src))
 	require.NoError(t, err)
 	require.Len(t, objs, 4)
 	assert.Equal(t, Key{Kind: KindNamespace, Name: "shop"}, objs[0].Key())

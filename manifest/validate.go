@@ -183,13 +183,7 @@ func validateService(s *corev1.Service, nodePorts PortRange) field.ErrorList {
 		case port.Name == "" && len(spec.Ports) > 1:
 			errs = append(errs, field.Required(ip.Child("name"), "names are required when a Service has more than one port"))
 		case port.Name != "":
-			for _, msg := range validation.IsDNS1123Label(port.Name) {
-				errs = append(errs, field.Invalid(ip.Child("name"), port.Name, msg))
-			}
-			if names[port.Name] {
-				errs = append(errs, field.Duplicate(ip.Child("name"), port.Name))
-			}
-			names[port.Name] = true
+			errs = append(errs, validateUniqueName(port.Name, ip.Child("name"), names, validation.IsDNS1123Label)...)
 		}
 		errs = append(errs, validateProtocol(port.Protocol, ip.Child("protocol"))...)
 		errs = append(errs, validatePortNum(port.Port, ip.Child("port"))...)
@@ -348,13 +342,7 @@ func validatePodSpec(spec *corev1.PodSpec, p *field.Path) field.ErrorList {
 			for j, port := range c.Ports {
 				pp := ip.Child("ports").Index(j)
 				if port.Name != "" {
-					for _, msg := range validation.IsValidPortName(port.Name) {
-						errs = append(errs, field.Invalid(pp.Child("name"), port.Name, msg))
-					}
-					if portNames[port.Name] {
-						errs = append(errs, field.Duplicate(pp.Child("name"), port.Name))
-					}
-					portNames[port.Name] = true
+					errs = append(errs, validateUniqueName(port.Name, pp.Child("name"), portNames, validation.IsValidPortName)...)
 				}
 				errs = append(errs, validatePortNum(port.ContainerPort, pp.Child("containerPort"))...)
 				if port.HostPort != 0 {
@@ -464,5 +452,19 @@ func validateEndpointSlice(s *discoveryv1.EndpointSlice) field.ErrorList {
 			errs = append(errs, validateProtocol(*port.Protocol, ip.Child("protocol"))...)
 		}
 	}
+	return errs
+}
+
+// validateUniqueName checks a port's name with check and against the names seen before it
+// (seen then holds it too).
+func validateUniqueName(name string, p *field.Path, seen map[string]bool, check func(string) []string) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range check(name) {
+		errs = append(errs, field.Invalid(p, name, msg))
+	}
+	if seen[name] {
+		errs = append(errs, field.Duplicate(p, name))
+	}
+	seen[name] = true
 	return errs
 }

@@ -36,12 +36,6 @@ type Outcome struct {
 	BootTime time.Duration
 }
 
-// Run boots a VM and runs argv in it; see RunOutcome. It returns the command's exit status.
-func Run(ctx context.Context, cfg Config, argv []string) (exitCode int, err error) {
-	o, err := RunOutcome(ctx, cfg, argv)
-	return o.ExitCode, err
-}
-
 // RunOutcome boots a VM (building the cache first if needed, see EnsureKernel) and runs argv
 // in it, in the host's working directory, with the environment described at guestEnv. The
 // guest command's stdout and stderr stream to cfg.Stdout and cfg.Stderr while it runs; its

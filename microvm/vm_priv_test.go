@@ -60,10 +60,10 @@ func TestRunInVM(t *testing.T) {
 			c := cfg
 			c.Stdout, c.Stderr, c.Writable = &stdout, &stderr, []string{out}
 			start := time.Now()
-			code, err := Run(ctx, c, tc.argv)
+			o, err := RunOutcome(ctx, c, tc.argv)
 			t.Logf("boot+run: %s", time.Since(start).Round(time.Millisecond))
 			require.NoError(t, err)
-			assert.Equal(t, tc.wantCode, code, "stderr: %s", stderr.String())
+			assert.Equal(t, tc.wantCode, o.ExitCode, "stderr: %s", stderr.String())
 			assert.Equal(t, tc.wantOut, stdout.String())
 			assert.Contains(t, stderr.String(), tc.wantErr)
 		})
@@ -81,7 +81,7 @@ func TestRunTimeout(t *testing.T) {
 	cfg.Timeout = 20 * time.Second
 	cfg.LogDir = t.TempDir()
 	start := time.Now()
-	_, err := Run(context.Background(), cfg, []string{"/bin/sh", "-c", "echo started; exec sleep 1000"})
+	_, err := RunOutcome(context.Background(), cfg, []string{"/bin/sh", "-c", "echo started; exec sleep 1000"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "killed after the timeout of 20s")
 	assert.Contains(t, err.Error(), filepath.Join(cfg.LogDir, ConsoleLogFile))

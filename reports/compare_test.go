@@ -295,8 +295,7 @@ func benchRun(s benchShape) *Results {
 	return r
 }
 
-// TestCompareGates proves every gate of compare able to fail (issue 22 items 3 and 6)
-// on bench-shaped runs with bench.yaml's sample counts, and same-vs-same passing where
+// TestCompareGates proves every gate of compare able to fail on bench-shaped runs with bench.yaml's sample counts, and same-vs-same passing where
 // the tests can see the threshold. bench.yaml's single full syncs at 5k and 10k (and, in
 // this seed, the partial syncs at 5k) cannot see 10%: they are "cannot judge" in every
 // case, and allowed but where a case says otherwise (strict).

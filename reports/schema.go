@@ -167,7 +167,7 @@ type Measurement struct {
 
 // Measured reports whether m holds a figure: samples, for a duration not only zeros, for
 // a size no negative one. Older runs recorded the tool CPU of backends that do not
-// measure it as 0 s (issue 22), and kernel memory is a host-wide growth that other
+// measure it as 0 s, and kernel memory is a host-wide growth that other
 // processes can make negative; neither is a measurement, and reports show "—".
 func (m *Measurement) Measured() bool {
 	if len(m.Samples) == 0 {

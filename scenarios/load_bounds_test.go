@@ -10,7 +10,7 @@ import (
 )
 
 // slowInputs are scenario files that loading once took seconds for (found by FuzzLoad
-// and by hand, issue 21): aliases repeating a value in every step or manifest (each
+// and by hand): aliases repeating a value in every step or manifest (each
 // decode had a budget of its own), pods checked against the lab's capacity by a scan of
 // every object at every step, selectors matched by a scan, a manifest file read again
 // for every reference. Each is below 1 MB.

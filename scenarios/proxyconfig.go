@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"kpbench.dev/kpbench/backends/kubeproxy"
 	"kpbench.dev/kpbench/internal/yamlpos"
 )
 
@@ -17,13 +18,6 @@ import (
 const (
 	ProxyConfigAPIVersion = "kubeproxy.config.k8s.io/v1alpha1"
 	ProxyConfigKind       = "KubeProxyConfiguration"
-)
-
-// Proxy modes.
-const (
-	ModeIPTables = "iptables"
-	ModeIPVS     = "ipvs"
-	ModeNFTables = "nftables"
 )
 
 // Defaults of kube-proxy's sync loop.
@@ -120,10 +114,13 @@ func ipvsSchedulers() []string {
 // "proxy" inline).
 func (c *ProxyConfig) Validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	switch c.Mode {
-	case "", ModeIPTables, ModeIPVS, ModeNFTables:
-	default:
-		errs = append(errs, field.NotSupported(p.Child("mode"), c.Mode, []string{ModeIPTables, ModeIPVS, ModeNFTables, `"" (chosen on the command line)`}))
+	if c.Mode != "" && !kubeproxy.Mode(c.Mode).Valid() {
+		var allowed []string
+		for _, m := range kubeproxy.Modes() {
+			allowed = append(allowed, string(m))
+		}
+		allowed = append(allowed, `"" (chosen on the command line)`)
+		errs = append(errs, field.NotSupported(p.Child("mode"), c.Mode, allowed))
 	}
 	if c.ClusterCIDR != "" {
 		for i, cidr := range strings.Split(c.ClusterCIDR, ",") {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"kpbench.dev/kpbench/backends/kubeproxy"
 	"kpbench.dev/kpbench/internal/yamlpos"
 )
 
@@ -30,7 +31,7 @@ func TestLoadExamples(t *testing.T) {
 
 	s, err = Load("examples/inference.scenario.yaml")
 	require.NoError(t, err)
-	assert.Equal(t, ModeIPTables, s.ProxyConfig.Mode)
+	assert.Equal(t, string(kubeproxy.ModeIPTables), s.ProxyConfig.Mode)
 	assert.Equal(t, "169.169.0.0/16", s.ProxyConfig.ClusterCIDR)
 	assert.Equal(t, "node-0", action[*ExpectStep](t, s, 1).To.Node, "defaulted")
 	assert.Equal(t, 1, action[*ExpectStep](t, s, 1).Count)
@@ -44,7 +45,7 @@ func TestSeedProxyConfig(t *testing.T) {
 	for _, path := range []string{"/work/shared/examples/proxy.yaml", "examples/seed-proxy.yaml"} {
 		c, warnings, err := LoadProxyConfig(path)
 		require.NoError(t, err)
-		assert.Equal(t, ModeIPTables, c.Mode)
+		assert.Equal(t, string(kubeproxy.ModeIPTables), c.Mode)
 		assert.Equal(t, "169.169.0.0/16", c.ClusterCIDR)
 		assert.False(t, c.IPTables.MasqueradeAll)
 		assert.Equal(t, time.Second, c.IPTables.MinSyncPeriod.Duration)

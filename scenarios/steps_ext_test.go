@@ -97,7 +97,7 @@ func TestChurnHealthAndLimitFields(t *testing.T) {
 }
 
 // TestShippedChurnScenariosLoad: the churn scenarios load and ask for the correctness
-// limits issue 10 sets (0 misroutes, 0 false refusals).
+// limits a correct proxy meets under churn (0 misroutes, 0 false refusals).
 func TestShippedChurnScenariosLoad(t *testing.T) {
 	for _, f := range []string{"churn.yaml", "churn-small.yaml", "vm-ladder.yaml"} {
 		t.Run(f, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"kpbench.dev/kpbench/backends/all"
+	"kpbench.dev/kpbench/backends/kubeproxy"
 	"kpbench.dev/kpbench/cluster/testbed"
 	"kpbench.dev/kpbench/manifest"
 )
@@ -58,9 +59,9 @@ func (sc *Scenario) TestbedOptions(backend, labName string) (testbed.Options, er
 	minSync, sync := pc.IPTables.MinSyncPeriod, pc.IPTables.SyncPeriod
 	f, _ := all.Lookup(backend) // the section of the backend's mode configures it
 	switch f.Mode {
-	case all.ModeNFTables:
+	case kubeproxy.ModeNFTables:
 		minSync, sync = pc.NFTables.MinSyncPeriod, pc.NFTables.SyncPeriod
-	case all.ModeIPVS:
+	case kubeproxy.ModeIPVS:
 		minSync, sync = pc.IPVS.MinSyncPeriod, pc.IPVS.SyncPeriod
 	}
 	if minSync != nil {

@@ -41,7 +41,7 @@ var (
 
 // parseHost splits a host name as hostRE matches it: "client-N" or "node-N", N a decimal
 // number without leading zeros. It is what every expect step's host is checked with;
-// hostRE there was 4% of loading a 1 MB scenario (issue 21).
+// hostRE there was 4% of loading a 1 MB scenario.
 func parseHost(s string) (role, num string, ok bool) {
 	role, num, _ = strings.Cut(s, "-")
 	if (role != "client" && role != "node") || num == "" || (num[0] == '0' && len(num) > 1) {
@@ -172,7 +172,7 @@ func (s *Scenario) validate(o ValidationOptions) field.ErrorList {
 	for i := range s.Steps {
 		if len(errs) > maxErrors {
 			// Hopeless: the steps after are not checked (10k invalid steps took twice
-			// as long to validate as to parse, issue 21).
+			// as long to validate as to parse).
 			break
 		}
 		// Paths are built only where they are used: a step's path is three allocations,

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -474,13 +473,4 @@ func (a *Agent) Metrics() Metrics {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.metrics.clone()
-}
-
-// NodeIPs is a convenience for building a NodeView.
-func NodeIPs(ips ...string) []netip.Addr {
-	out := make([]netip.Addr, 0, len(ips))
-	for _, s := range ips {
-		out = append(out, netip.MustParseAddr(s))
-	}
-	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -130,7 +131,7 @@ var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func newAgent(be *fakeBackend, clock func() time.Time, minSync, period time.Duration) *Agent {
 	return New(Config{
-		Node:          backends.NodeView{Name: "node-a", IPs: NodeIPs("10.0.0.1")},
+		Node:          backends.NodeView{Name: "node-a", IPs: nodeIPs("10.0.0.1")},
 		Backend:       be,
 		MinSyncPeriod: minSync,
 		SyncPeriod:    period,
@@ -724,4 +725,13 @@ func TestConsume(t *testing.T) {
 			assert.NoError(t, a.WaitSynced(cancelled(), 3))
 		})
 	}
+}
+
+// nodeIPs parses the addresses of a NodeView.
+func nodeIPs(ips ...string) []netip.Addr {
+	out := make([]netip.Addr, 0, len(ips))
+	for _, s := range ips {
+		out = append(out, netip.MustParseAddr(s))
+	}
+	return out
 }

@@ -57,7 +57,7 @@ func newNodeAgent(t *testing.T, backend, path string, checkPeriod time.Duration)
 	be, err := all.New(backend, all.Node{Name: "node-a", NetNSPath: path, StateDir: t.TempDir()}, all.Settings{})
 	require.NoError(t, err)
 	a := New(Config{
-		Node:        backends.NodeView{Name: "node-a", IPs: NodeIPs("10.0.0.1")},
+		Node:        backends.NodeView{Name: "node-a", IPs: nodeIPs("10.0.0.1")},
 		View:        backends.ViewOptions{ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16")},
 		Backend:     be,
 		SyncPeriod:  time.Minute,

@@ -96,7 +96,7 @@ func TestStateLostRepairedWithinCheckPeriod(t *testing.T) {
 				be = wrapping{cb}
 			}
 			a := New(Config{
-				Node:        backends.NodeView{Name: "node-a", IPs: NodeIPs("10.0.0.1")},
+				Node:        backends.NodeView{Name: "node-a", IPs: nodeIPs("10.0.0.1")},
 				Backend:     be,
 				SyncPeriod:  time.Hour,
 				CheckPeriod: 20 * time.Millisecond,

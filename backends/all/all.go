@@ -15,6 +15,7 @@ import (
 
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/ipvs"
+	"kpbench.dev/kpbench/backends/kubeproxy"
 	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/upstream"
 )
@@ -156,10 +157,10 @@ func Valid(ref string) bool { return Validate(ref) == nil }
 // is returned then, for the caller's error).
 func ForMode(mode string) (string, bool) {
 	if mode == "" {
-		mode = ModeIPTables
+		mode = string(kubeproxy.ModeIPTables)
 	}
 	for _, e := range registry() {
-		if e.ModeDefault && e.Mode == mode {
+		if e.ModeDefault && string(e.Mode) == mode {
 			return e.Name, true
 		}
 	}

@@ -33,14 +33,6 @@ const (
 	FamilyUserspace RuleFamily = "userspace"
 )
 
-// The KubeProxyConfiguration modes, whose section (iptables, nftables or ipvs) configures a
-// backend's periods and options.
-const (
-	ModeIPTables = "iptables"
-	ModeNFTables = "nftables"
-	ModeIPVS     = "ipvs"
-)
-
 // Normalizer turns a rule dump into the form `kpbench diff-rules` compares (counters and
 // handles dropped, hashed names made readable, unordered parts sorted).
 type Normalizer struct {
@@ -81,7 +73,7 @@ type Facts struct {
 	// Family is the kind of kernel state it writes.
 	Family RuleFamily
 	// Mode is the KubeProxyConfiguration mode whose section configures it.
-	Mode string
+	Mode kubeproxy.Mode
 	// ModeDefault marks the backend that stands for Mode when a scenario's proxy
 	// configuration names only a mode (ForMode).
 	ModeDefault bool

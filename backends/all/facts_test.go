@@ -23,7 +23,7 @@ func TestEveryBackendHasFacts(t *testing.T) {
 		t.Run(f.Name, func(t *testing.T) {
 			assert.NotEmpty(t, f.Doc)
 			assert.NotEmpty(t, f.Family)
-			assert.Contains(t, []string{ModeIPTables, ModeNFTables, ModeIPVS}, f.Mode)
+			assert.True(t, f.Mode.Valid(), "%s: mode %q", f.Name, f.Mode)
 			require.NotEmpty(t, f.Dump)
 			for _, c := range f.Dump {
 				assert.NotEmpty(t, c.Path)

@@ -94,7 +94,7 @@ func registry() []entry {
 		{
 			Facts: Facts{
 				Name: "iptables", Doc: "kube-proxy's iptables mode, written by kpbench with iptables-nft-restore",
-				Family: FamilyIPTablesNFT, Mode: ModeIPTables, ModeDefault: true,
+				Family: FamilyIPTablesNFT, Mode: kubeproxy.ModeIPTables, ModeDefault: true,
 				Dump: dumpIPTablesNFT, CountRules: iptables.CountSavedRules, Normalizer: normalizeIPTables,
 				Caps:     Capabilities{WholeTableCache: true},
 				Variants: "iptables@" + variantWholeTableCache + " (the whole-table cache hint on), iptables@" + variantSame + " (the same backend under another name, for A = B runs), iptables@" + variantSlowPrefix + "N (every sync N% slower, to prove the A/B gate), iptables@" + variantSkew + " (endpoint rules at probability 1/n, the classic bug, to prove the distribution checks) or iptables@" + variantBlackholePrefix + "N (N% of the Services' traffic dropped, to prove the churn's bounds)",
@@ -138,7 +138,7 @@ func registry() []entry {
 		{
 			Facts: Facts{
 				Name: "iptables-legacy", Doc: "the iptables mode through iptables-legacy (x_tables, whole-table replacement)",
-				Family: FamilyIPTablesLegacy, Mode: ModeIPTables,
+				Family: FamilyIPTablesLegacy, Mode: kubeproxy.ModeIPTables,
 				Dump: dumpIPTablesLegacy, CountRules: iptables.CountSavedRules, Normalizer: normalizeIPTables,
 			},
 			build: func(n Node, s Settings, _ string) (backends.Backend, error) {
@@ -152,7 +152,7 @@ func registry() []entry {
 		{
 			Facts: Facts{
 				Name: "iptables-perrule", Doc: "the iptables mode's rules applied one iptables-legacy call per rule (go-iptables), as proxies did before 2017; hours at the ladder's sizes",
-				Family: FamilyIPTablesLegacy, Mode: ModeIPTables,
+				Family: FamilyIPTablesLegacy, Mode: kubeproxy.ModeIPTables,
 				Dump: dumpIPTablesLegacy, CountRules: iptables.CountSavedRules, Normalizer: normalizeIPTables,
 				Caps: Capabilities{PerRuleTiming: true, ExplicitOnly: true},
 			},
@@ -163,7 +163,7 @@ func registry() []entry {
 		{
 			Facts: Facts{
 				Name: "ipvs", Doc: "kube-proxy's IPVS mode: virtual servers over netlink, ipsets and a constant iptables-nft ruleset",
-				Family: FamilyIPVS, Mode: ModeIPVS, ModeDefault: true,
+				Family: FamilyIPVS, Mode: kubeproxy.ModeIPVS, ModeDefault: true,
 				Dump: dumpIPVS, CountRules: ipvs.CountListed, State: ipvsState,
 				Caps: Capabilities{IPVSExperiments: true, NeedsIPVS: true},
 			},
@@ -174,7 +174,7 @@ func registry() []entry {
 		{
 			Facts: Facts{
 				Name: "userspace", Doc: "kube-proxy's original userspace mode: a proxy in kpbench's process behind iptables-nft redirects",
-				Family: FamilyUserspace, Mode: ModeIPTables,
+				Family: FamilyUserspace, Mode: kubeproxy.ModeIPTables,
 				Dump: dumpIPTablesNFT, CountRules: iptables.CountSavedRules,
 			},
 			build: func(n Node, s Settings, _ string) (backends.Backend, error) {
@@ -188,26 +188,26 @@ func registry() []entry {
 		{
 			Facts: Facts{
 				Name: "nftables", Doc: "kube-proxy's nftables mode, written by kpbench with knftables",
-				Family: FamilyNFTables, Mode: ModeNFTables, ModeDefault: true,
+				Family: FamilyNFTables, Mode: kubeproxy.ModeNFTables, ModeDefault: true,
 				Dump: dumpNFTables, CountRules: nftables.CountListed, Normalizer: normalizeNFT,
 			},
 			build: func(n Node, s Settings, _ string) (backends.Backend, error) {
 				return nftables.New(nftables.Options{NodeName: n.Name, NetNSPath: n.NetNSPath, ToolRoot: s.ToolRoot})
 			},
 		},
-		kubeProxyEntry(kubeproxy.ModeIPTables, FamilyIPTablesNFT, ModeIPTables, dumpIPTablesNFT, iptables.CountSavedRules, nil, normalizeIPTables, false),
-		kubeProxyEntry(kubeproxy.ModeNFTables, FamilyNFTables, ModeNFTables, dumpNFTables, nftables.CountListed, nil, normalizeNFT, false),
-		kubeProxyEntry(kubeproxy.ModeIPVS, FamilyIPVS, ModeIPVS, dumpIPVS, ipvs.CountListed, ipvsState, nil, true),
+		kubeProxyEntry(kubeproxy.ModeIPTables, FamilyIPTablesNFT, dumpIPTablesNFT, iptables.CountSavedRules, nil, normalizeIPTables, false),
+		kubeProxyEntry(kubeproxy.ModeNFTables, FamilyNFTables, dumpNFTables, nftables.CountListed, nil, normalizeNFT, false),
+		kubeProxyEntry(kubeproxy.ModeIPVS, FamilyIPVS, dumpIPVS, ipvs.CountListed, ipvsState, nil, true),
 	}
 }
 
 // kubeProxyEntry registers upstream kube-proxy in mode: its rules are those of the family
 // it writes.
-func kubeProxyEntry(mode kubeproxy.Mode, family RuleFamily, cfgMode string, dump []netns.Command, count func([]byte) (int, error), state []netns.Command, norm *Normalizer, needsIPVS bool) entry {
+func kubeProxyEntry(mode kubeproxy.Mode, family RuleFamily, dump []netns.Command, count func([]byte) (int, error), state []netns.Command, norm *Normalizer, needsIPVS bool) entry {
 	return entry{
 		Facts: Facts{
 			Name: "kube-proxy-" + string(mode), Doc: "upstream kube-proxy in " + string(mode) + " mode (make upstream), reading the lab's API server",
-			Family: family, Mode: cfgMode,
+			Family: family, Mode: mode,
 			Dump: dump, CountRules: count, State: state, Normalizer: norm,
 			Caps:     Capabilities{NeedsAPIServer: true, NeedsIPVS: needsIPVS},
 			Variants: "kube-proxy-" + string(mode) + "@vX.Y.Z (the kube-proxy of that release, built under " + upstream.Root() + "/vX.Y.Z/bin) or kube-proxy-" + string(mode) + "@/abs/path/to/kube-proxy",

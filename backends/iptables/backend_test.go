@@ -209,7 +209,8 @@ func TestSyncCanaryGoneAndForceFull(t *testing.T) {
 
 // TestSyncCanaryListingFails: exit status 1 is iptables's "some error"; only the stderr
 // of a missing chain (or table) makes the next sync full. Any other failure of the
-// listing is the sync's error, never a silent full rewrite (issue 22's 210 s "partial").
+// listing is the sync's error, never a silent full rewrite (a full rewrite timed as a
+// partial sync once made a 210 s "partial" at 5k services).
 func TestSyncCanaryListingFails(t *testing.T) {
 	tests := []struct {
 		stderr   string

@@ -52,7 +52,8 @@ func TestGenerateGolden(t *testing.T) {
 		}))},
 		// Two Services with non-default timeouts, and one with none set (the default): a
 		// generator that ignores the Service's timeout, or mixes them up, writes other
-		// --seconds (issue 22: forcing 10800 passed every test while goldens used 10800).
+		// --seconds (a generator forcing 10800 passed every test while the goldens used
+		// 10800, kube-proxy's default, too).
 		{"affinity-timeouts", bt.State(
 			bt.With(bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EPs(1, 2, 8080, 0)...), func(sp *backends.ServicePort) {
 				sp.AffinityClientIP, sp.AffinityTimeoutSeconds = true, 60

@@ -35,18 +35,14 @@ const (
 	ChainCanary           = "KUBE-PROXY-CANARY"
 )
 
-// portProtoHash is kube-proxy's portProtoHash: the first 16 characters of
-// base32(sha256(servicePortName + protocol)), protocol in lower case.
-func portProtoHash(name backends.ServicePortName, extra string) string {
-	return hashOf(portNameString(name), protoLower(name.Protocol), extra)
-}
-
 // portNameString is backends.ServicePortName.String ("ns/name:port") without fmt.
 func portNameString(n backends.ServicePortName) string {
 	return n.Namespace + "/" + n.Name + ":" + n.Port
 }
 
-// hashOf hashes name + proto + extra as portProtoHash does.
+// hashOf is kube-proxy's portProtoHash: the first 16 characters of
+// base32(sha256(name + proto + extra)), name a service port's "ns/name:port", proto in lower
+// case, extra an endpoint's "IP:port" for its KUBE-SEP chain.
 func hashOf(name, proto, extra string) string {
 	var buf [256]byte
 	b := append(append(append(buf[:0], name...), proto...), extra...)
@@ -54,33 +50,6 @@ func hashOf(name, proto, extra string) string {
 	var enc [56]byte
 	base32.StdEncoding.Encode(enc[:], sum[:])
 	return string(enc[:16])
-}
-
-// ServiceChain returns the KUBE-SVC-* chain of a service port (kube-proxy's
-// servicePortPolicyClusterChain).
-func ServiceChain(name backends.ServicePortName) string {
-	return ServiceChainPrefix + portProtoHash(name, "")
-}
-
-// LocalChain returns the KUBE-SVL-* chain of a service port (servicePortPolicyLocalChainName).
-func LocalChain(name backends.ServicePortName) string {
-	return LocalChainPrefix + portProtoHash(name, "")
-}
-
-// ExternalChain returns the KUBE-EXT-* chain of a service port (serviceExternalChainName).
-func ExternalChain(name backends.ServicePortName) string {
-	return ExternalChainPrefix + portProtoHash(name, "")
-}
-
-// FirewallChain returns the KUBE-FW-* chain of a service port (serviceFirewallChainName).
-func FirewallChain(name backends.ServicePortName) string {
-	return FirewallChainPrefix + portProtoHash(name, "")
-}
-
-// EndpointChain returns the KUBE-SEP-* chain of one endpoint of a service port
-// (servicePortEndpointChainName: the hash covers name, protocol and "IP:port").
-func EndpointChain(name backends.ServicePortName, ep backends.Endpoint) string {
-	return EndpointChainPrefix + portProtoHash(name, ep.String())
 }
 
 // IsServiceChain reports whether chain is one of the per-service chains this package

@@ -72,9 +72,7 @@ func New(o Options) (*Backend, error) {
 	if _, err := os.Stat(o.Binary); err != nil {
 		return nil, fmt.Errorf("kube-proxy binary: %w (build it with `make upstream`)", err)
 	}
-	switch o.Config.Mode {
-	case ModeIPTables, ModeNFTables, ModeIPVS:
-	default:
+	if !o.Config.Mode.Valid() {
 		return nil, fmt.Errorf("kube-proxy: unknown mode %q", o.Config.Mode)
 	}
 	if err := o.Config.CheckVersion(); err != nil {

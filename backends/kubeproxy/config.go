@@ -3,6 +3,7 @@ package kubeproxy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,12 +13,20 @@ import (
 // Mode is a kube-proxy proxy mode.
 type Mode string
 
-// The modes kpbench runs upstream kube-proxy in.
+// The modes kpbench runs upstream kube-proxy in: the values of a KubeProxyConfiguration's
+// mode, which also pick the section (iptables, nftables, ipvs) that configures our own
+// backends of that mode. Every other package names a mode with these.
 const (
 	ModeIPTables Mode = "iptables"
 	ModeNFTables Mode = "nftables"
 	ModeIPVS     Mode = "ipvs"
 )
+
+// Modes returns every mode, in the order users are shown them.
+func Modes() []Mode { return []Mode{ModeIPTables, ModeNFTables, ModeIPVS} }
+
+// Valid reports whether m is one of Modes.
+func (m Mode) Valid() bool { return slices.Contains(Modes(), m) }
 
 // Ports kube-proxy serves on the node's IP (its defaults).
 const (
@@ -103,9 +112,7 @@ func durationOr(d, def time.Duration) string {
 // NFTablesProxyMode feature gate, which the file then turns on; from v1.31 on it is the
 // same file as for upstream.KubernetesVersion.
 func (c Config) Render() ([]byte, error) {
-	switch c.Mode {
-	case ModeIPTables, ModeNFTables, ModeIPVS:
-	default:
+	if !c.Mode.Valid() {
 		return nil, fmt.Errorf("kube-proxy config: unknown mode %q", c.Mode)
 	}
 	if err := c.CheckVersion(); err != nil {

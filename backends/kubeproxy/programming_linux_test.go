@@ -66,7 +66,7 @@ func programmingMatches(t *testing.T, backend string) {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, tb.Stop(context.Background())) })
-	objs, err := manifest.Parse("programming.yaml", []byte(programmingObjects))
+	objs, err := manifest.Parser{}.Parse("programming.yaml", []byte(programmingObjects))
 	require.NoError(t, err)
 	require.NoError(t, tb.Apply(ctx, manifest.RuntimeObjects(objs)...))
 	require.NoError(t, tb.WaitSynced(ctx))

@@ -1,6 +1,7 @@
 package nftables
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net/netip"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/knftables"
 
 	"kpbench.dev/kpbench/backends"
 	bt "kpbench.dev/kpbench/backends/backendstest"
@@ -66,4 +68,24 @@ func sortedLines(s string) []string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	slices.Sort(lines)
 	return lines
+}
+
+// ifaceKernel adapts a knftables.Interface that needs no namespace handling: the fake of
+// the tests that run without root.
+type ifaceKernel struct{ nft knftables.Interface }
+
+func (k ifaceKernel) run(ctx context.Context, tx *knftables.Transaction) error {
+	return k.nft.Run(ctx, tx)
+}
+
+func (k ifaceKernel) list(ctx context.Context, objectType string) ([]string, error) {
+	return k.nft.List(ctx, objectType)
+}
+
+func (k ifaceKernel) tableExists(ctx context.Context) (bool, error) {
+	_, err := k.nft.List(ctx, "maps")
+	if isNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
 }

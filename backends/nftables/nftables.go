@@ -87,25 +87,6 @@ var errNotFound = errors.New("not found")
 // through knftables (the fake) or through nsKernel.
 func isNotFound(err error) bool { return knftables.IsNotFound(err) || errors.Is(err, errNotFound) }
 
-// ifaceKernel adapts a knftables.Interface that needs no namespace handling.
-type ifaceKernel struct{ nft knftables.Interface }
-
-func (k ifaceKernel) run(ctx context.Context, tx *knftables.Transaction) error {
-	return k.nft.Run(ctx, tx)
-}
-
-func (k ifaceKernel) list(ctx context.Context, objectType string) ([]string, error) {
-	return k.nft.List(ctx, objectType)
-}
-
-func (k ifaceKernel) tableExists(ctx context.Context) (bool, error) {
-	_, err := k.nft.List(ctx, "maps")
-	if isNotFound(err) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
 // appliedService is what the kernel holds for one service port after a successful sync.
 type appliedService struct {
 	// sp is a private copy of the port as applied.
@@ -139,13 +120,6 @@ type Backend struct {
 }
 
 var _ backends.Backend = (*Backend)(nil)
-
-// NewWithInterface returns a Backend that writes through nft instead of running nft in a
-// namespace: meant for knftables.NewFake(knftables.IPv4Family, Table) in tests that run
-// without root. opts.NetNSPath is ignored.
-func NewWithInterface(opts Options, nft knftables.Interface) *Backend {
-	return newBackend(opts, nft, ifaceKernel{nft}, nil)
-}
 
 // newBackend returns a Backend writing through k, whose transactions nft makes; ct is the
 // node's conntrack table (nil: no cleanup).

@@ -17,7 +17,7 @@ import (
 
 func newFake() (*Backend, *knftables.Fake) {
 	fake := knftables.NewFake(knftables.IPv4Family, Table)
-	return NewWithInterface(Options{NodeName: testNode}, fake), fake
+	return newBackend(Options{NodeName: testNode}, fake, ifaceKernel{fake}, nil), fake
 }
 
 func TestNames(t *testing.T) {
@@ -56,7 +56,7 @@ func TestGolden(t *testing.T) {
 			return state(sp)
 		}},
 		// Non-default timeouts on two Services: the affinity sets' timeouts must follow
-		// each Service (issue 22: dropping the set timeout passed every test while
+		// each Service (a generator dropping the set timeout passed every test while the
 		// goldens used kube-proxy's default).
 		{"affinity-timeouts", func() *backends.State {
 			a := bt.Service("ns1/svc1:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080"), bt.EP("10.1.0.3:8080", bt.Local))
@@ -317,7 +317,7 @@ func TestFullSyncRemovesLeftovers(t *testing.T) {
 	first, fake := newFake()
 	_, err := first.Sync(context.Background(), incrementalStart())
 	require.NoError(t, err)
-	second := NewWithInterface(Options{NodeName: testNode}, fake)
+	second := newBackend(Options{NodeName: testNode}, fake, ifaceKernel{fake}, nil)
 	s := state(bt.Service("ns1/svc-a:p80", "172.30.0.41:80", bt.EP("10.1.0.2:8080")))
 	res, err := second.Sync(context.Background(), s)
 	require.NoError(t, err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -63,7 +62,7 @@ func newClusterUpCmd() *cobra.Command {
 				return err
 			}
 			if f.detach {
-				return detachCluster(cmd, f)
+				return detachCluster(cmd.Context(), cmd, f)
 			}
 			return runClusterUp(cmd.Context(), cmd.OutOrStdout(), cfg)
 		},
@@ -77,7 +76,7 @@ func newClusterUpCmd() *cobra.Command {
 	fl.DurationVar(&f.minSync, "kube-proxy-min-sync-period", time.Second, "kube-proxy's minSyncPeriod (its default is 1s)")
 	fl.BoolVar(&f.detach, "detach", false, "run the cluster in the background and return once it is ready")
 	fl.StringVar(&f.dir, "dir", kubestack.DefaultDir, "directory of cluster records and kubeconfigs")
-	fl.StringVar(&f.labDir, "registry", lab.DefaultRegistryDir, "directory of lab records")
+	labRegistryFlag(fl, &f.labDir)
 	_ = cmd.MarkFlagRequired("name")
 	_ = cmd.MarkFlagRequired("proxy")
 	return cmd
@@ -120,16 +119,11 @@ func runClusterUp(ctx context.Context, out io.Writer, cfg kubestack.Config) erro
 		}
 		return err
 	}
-	for _, w := range c.Lab().Warnings() {
-		fmt.Fprintln(out, "warning:", w)
-	}
+	printWarnings(out, c.Lab().Warnings())
 	rec := c.Record()
 	fmt.Fprintf(out, "cluster %s is up in %.1fs: %d nodes, kube-proxy %s, Kubernetes %s (pid %d)\n", cfg.Name, time.Since(start).Seconds(), cfg.Nodes, cfg.Proxy, rec.Version, os.Getpid())
 	printClusterHints(out, rec)
-	fmt.Fprintln(out, "Ctrl-C tears it down.")
-	<-ctx.Done()
-	fmt.Fprintf(out, "tearing down cluster %s\n", cfg.Name)
-	return c.Down(context.WithoutCancel(ctx))
+	return holdUntilDone(ctx, out, "cluster", cfg.Name, c.Down)
 }
 
 func printClusterHints(out io.Writer, rec kubestack.Record) {
@@ -151,30 +145,20 @@ func printClusterHints(out io.Writer, rec kubestack.Record) {
 // clusterLogEnv passes a detached cluster's log path to its owner, for the record.
 const clusterLogEnv = "KPBENCH_CLUSTER_LOG"
 
-// detachCluster starts `kpbench cluster up` again in its own session, logging into the
-// cluster's directory, and returns when the cluster's record says it is ready (or the
-// child failed).
-func detachCluster(cmd *cobra.Command, f clusterUpFlags) error {
+// detachCluster runs `kpbench cluster up` again in the background, logging beside the
+// cluster's directory (so that a failed start leaves its log to read), and returns when
+// the cluster is ready (or the child failed).
+func detachCluster(ctx context.Context, cmd *cobra.Command, f clusterUpFlags) error {
 	reg := kubestack.Registry{Dir: f.dir}
-	// Beside the cluster's directory, so that a failed start leaves its log to read.
 	logPath := filepath.Join(f.dir, f.name+".log")
-	var rec *kubestack.Record
-	pid, err := startDetached(cmd.Context(), detachSpec{
-		What: "cluster",
-		Args: []string{"cluster", "up", "--name", f.name, "--nodes", fmt.Sprint(f.nodes), "--proxy", f.proxy,
-			"--clients", fmt.Sprint(f.clnts), "--port", fmt.Sprint(f.port), "--kube-proxy-min-sync-period", f.minSync.String(),
-			"--dir", f.dir, "--registry", f.labDir},
+	pid, err := startDetached(ctx, cmd, detachSpec{
+		Records: reg.Records(), Name: f.name, Log: logPath, Timeout: 15 * time.Minute,
 		Env: []string{clusterLogEnv + "=" + logPath},
-		Log: logPath, Timeout: 15 * time.Minute,
-		Ready: func(pid int) bool {
-			r, err := reg.Read(f.name)
-			if err != nil || r.PID != pid || r.State != kubestack.StateReady {
-				return false
-			}
-			rec = r
-			return true
-		},
 	})
+	if err != nil {
+		return err
+	}
+	rec, err := reg.Read(f.name)
 	if err != nil {
 		return err
 	}
@@ -205,17 +189,14 @@ func newClusterStatusCmd() *cobra.Command {
 		Example: "  kpbench cluster status --name demo -o json | jq '.startup, .memory'",
 		Args:    exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return badInput("-o %q: allowed values are table, json", output)
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			rec, err := kubestack.Registry{Dir: dir}.Read(name)
 			if err != nil {
-				if errors.Is(err, kubestack.ErrNoCluster) {
-					return usageError{err}
-				}
-				return err
+				return unknownIsBadInput(err)
 			}
-			st := clusterStatus{Record: *rec, OwnerAlive: lab.ProcessAlive(rec.PID), Hosts: []lab.HostRecord{}}
+			st := clusterStatus{Record: *rec, OwnerAlive: rec.OwnerAlive(), Hosts: []lab.HostRecord{}}
 			if st.OwnerAlive {
 				st.Memory = kubestack.SampleMemory(*rec)
 			} else {
@@ -229,18 +210,13 @@ func newClusterStatusCmd() *cobra.Command {
 					}
 				}
 			}
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(st)
-			}
-			return printClusterStatus(cmd.OutOrStdout(), st)
+			return printStatus(cmd.OutOrStdout(), output, st, func() error { return printClusterStatus(cmd.OutOrStdout(), st) })
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "cluster name (required)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	cmd.Flags().StringVar(&dir, "dir", kubestack.DefaultDir, "directory of cluster records")
-	cmd.Flags().StringVar(&labDir, "registry", lab.DefaultRegistryDir, "directory of lab records")
+	labRegistryFlag(cmd.Flags(), &labDir)
 	_ = cmd.MarkFlagRequired("name")
 	return cmd
 }
@@ -287,8 +263,8 @@ func mib(b uint64) string {
 }
 
 func newClusterDownCmd() *cobra.Command {
-	var name, dir, labDir string
-	var all, force bool
+	var f downFlags
+	var dir, labDir string
 	var grace time.Duration
 	cmd := &cobra.Command{
 		Use:   "down (--name NAME | --all [--force])",
@@ -299,35 +275,19 @@ func newClusterDownCmd() *cobra.Command {
 		Args:    exactArgs(0),
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if (name == "") == !all {
-				return badInput("give exactly one of --name NAME or --all")
-			}
-			reg, labReg := kubestack.Registry{Dir: dir}, lab.Registry{Dir: labDir}
-			out := cmd.OutOrStdout()
-			if name != "" {
-				if err := kubestack.DownByName(reg, labReg, name, grace); err != nil {
-					if errors.Is(err, kubestack.ErrNoCluster) {
-						return usageError{err}
-					}
-					return err
-				}
-				fmt.Fprintf(out, "cluster %s removed\n", name)
-				return nil
-			}
-			res, err := kubestack.DownAll(reg, labReg, force, grace)
-			fmt.Fprintf(out, "removed %d clusters %v\n", len(res.Removed), res.Removed)
-			if len(res.Refused) > 0 {
-				fmt.Fprintf(out, "left %d live clusters alone (owner running): %s; use --force to stop them\n", len(res.Refused), strings.Join(res.Refused, ", "))
-			}
-			return err
+			reg := kubestack.Registry{Dir: dir, Labs: lab.Registry{Dir: labDir}}
+			return f.run(cmd.OutOrStdout(), "cluster",
+				func(name string) error { return kubestack.DownByName(reg, name, grace) },
+				func(force bool) ([]string, []string, string, error) {
+					res, err := kubestack.DownAll(reg, force, grace)
+					return res.Removed, res.Refused, "", err
+				})
 		},
 	}
-	cmd.Flags().StringVar(&name, "name", "", "the cluster to remove (its owner process is stopped first)")
-	cmd.Flags().BoolVar(&all, "all", false, "remove every cluster whose owner is gone")
-	cmd.Flags().BoolVar(&force, "force", false, "with --all: also stop and remove clusters whose owner is running")
+	f.add(cmd.Flags(), "cluster", "remove every cluster whose owner is gone")
 	cmd.Flags().DurationVar(&grace, "grace", kubestack.DefaultGrace, "how long a live owner has to tear its cluster down after SIGTERM")
 	cmd.Flags().StringVar(&dir, "dir", kubestack.DefaultDir, "directory of cluster records")
-	cmd.Flags().StringVar(&labDir, "registry", lab.DefaultRegistryDir, "directory of lab records")
+	labRegistryFlag(cmd.Flags(), &labDir)
 	return cmd
 }
 
@@ -338,25 +298,13 @@ func newClusterListCmd() *cobra.Command {
 		Short: "List clusters",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			reg := kubestack.Registry{Dir: dir}
-			names, err := reg.List()
-			if err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSTATE\tPID\tNODES\tPROXY\tSERVER\tCREATED")
-			for _, n := range names {
-				rec, err := reg.Read(n)
-				if err != nil {
-					continue
-				}
+			return listRecords(cmd.OutOrStdout(), kubestack.Registry{Dir: dir}.Records(), "NAME\tSTATE\tPID\tNODES\tPROXY\tSERVER\tCREATED", func(rec *kubestack.Record) string {
 				state := rec.State
-				if !lab.ProcessAlive(rec.PID) {
+				if !rec.OwnerAlive() {
 					state = "stale"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", n, state, rec.PID, rec.Nodes, rec.Proxy, rec.Server, rec.Created.Format(time.RFC3339))
-			}
-			return tw.Flush()
+				return fmt.Sprintf("%s\t%s\t%d\t%d\t%s\t%s\t%s", rec.Name, state, rec.PID, rec.Nodes, rec.Proxy, rec.Server, rec.Created.Format(time.RFC3339))
+			})
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", kubestack.DefaultDir, "directory of cluster records")

@@ -83,7 +83,7 @@ func TestClusterCrashIsSwept(t *testing.T) {
 	var rec *kubestack.Record
 	require.Eventually(t, func() bool {
 		r, err := reg.Read(name)
-		if err == nil && r.State == kubestack.StateReady {
+		if err == nil && r.State == lab.StateReady {
 			rec = r
 		}
 		return rec != nil || child.cmd.ProcessState != nil
@@ -96,7 +96,7 @@ func TestClusterCrashIsSwept(t *testing.T) {
 	var st clusterStatus
 	require.NoError(t, json.Unmarshal(out.Bytes(), &st))
 	assert.True(t, st.OwnerAlive)
-	assert.Equal(t, kubestack.StateReady, st.State)
+	assert.Equal(t, lab.StateReady, st.State)
 	assert.Equal(t, reg.Kubeconfig(name), st.Kubeconfig)
 	assert.Positive(t, st.Startup.Total)
 	components := map[string]bool{}
@@ -137,7 +137,7 @@ func TestClusterCrashIsSwept(t *testing.T) {
 	}
 	assert.Error(t, err, "nothing listens on %s", rec.Server)
 	_, err = reg.Read(name)
-	assert.True(t, errors.Is(err, kubestack.ErrNoCluster), "record gone: %v", err)
+	assert.True(t, errors.Is(err, lab.ErrNotRegistered), "record gone: %v", err)
 	_, err = lab.Registry{Dir: lab.DefaultRegistryDir}.Read(name)
-	assert.ErrorIs(t, err, lab.ErrNoLab)
+	assert.ErrorIs(t, err, lab.ErrNotRegistered)
 }

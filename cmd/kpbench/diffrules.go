@@ -66,7 +66,7 @@ Exit status: 0 no difference, 1 the rule sets differ, 2 bad input, 3 the bench f
 			if na.Kind != nb.Kind {
 				return badInput("diff-rules: %s (%s) and %s (%s) write different rule families", backend, na.Kind, against, nb.Kind)
 			}
-			sc, err := loadScenario(args[0])
+			sc, err := scenarios.Load(args[0])
 			if err != nil {
 				return usageError{err}
 			}

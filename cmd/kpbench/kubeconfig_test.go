@@ -186,7 +186,7 @@ func TestConformKubeconfig(t *testing.T) {
 		{cases: "basic-endpoints", want: "pass", wantCode: exitOK},
 		// client-0's NodePort traffic goes from the other node's host network.
 		{cases: "nodeport", want: "pass", wantCode: exitOK},
-		// A case that is not checked is not a pass (issue 22): exit 1, or 0 with --allow-skip.
+		// A case that is not checked is not a pass: exit 1, or 0 with --allow-skip.
 		{cases: "external-ips", want: "skip", wantCode: exitFailed},
 		{cases: "external-ips", want: "skip", extra: []string{"--allow-skip"}, wantCode: exitOK},
 		// No load-balancer controller: the Services get no address, nothing to send to.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -60,7 +58,7 @@ func newLabUpCmd() *cobra.Command {
 				return err
 			}
 			if f.detach {
-				return detachLab(cmd, f)
+				return detachLab(cmd.Context(), cmd, f)
 			}
 			return runLabUp(cmd.Context(), cmd.OutOrStdout(), cfg, f)
 		},
@@ -74,13 +72,16 @@ func newLabUpCmd() *cobra.Command {
 	fl.StringVar(&f.podCIDR, "pod-cidr", "10.244.0.0/16", "pod network, one /24 (or larger) block per node")
 	fl.BoolVar(&f.detach, "detach", false, "run the lab in the background and return once it is ready")
 	fl.BoolVar(&f.timing, "timing", false, "build the lab, print how long up and down took, and remove it")
-	fl.StringVar(&f.registryDir, "registry", lab.DefaultRegistryDir, "directory of lab records")
+	labRegistryFlag(fl, &f.registryDir)
 	_ = cmd.MarkFlagRequired("name")
 	return cmd
 }
 
 func (f labUpFlags) config() (lab.Config, error) {
 	cfg := lab.Config{Name: f.name, Nodes: f.nodes, PodsPerNode: f.podsPerNode, Clients: f.clnts}
+	if f.detach && f.timing {
+		return cfg, badInput("--timing removes the lab it builds: it does not go with --detach")
+	}
 	if f.nodes < 1 || f.nodes > lab.MaxNodes { // 0 would mean "default" to lab.Config
 		return cfg, badInput("--nodes %d: allowed values are 1-%d", f.nodes, lab.MaxNodes)
 	}
@@ -109,9 +110,7 @@ func runLabUp(ctx context.Context, out io.Writer, cfg lab.Config, f labUpFlags) 
 		return err
 	}
 	upTime := time.Since(start)
-	for _, w := range l.Warnings() {
-		fmt.Fprintln(out, "warning:", w)
-	}
+	printWarnings(out, l.Warnings())
 	pods := len(l.Hosts(lab.KindPod))
 	if f.timing {
 		start = time.Now()
@@ -122,10 +121,7 @@ func runLabUp(ctx context.Context, out io.Writer, cfg lab.Config, f labUpFlags) 
 	}
 	fmt.Fprintf(out, "lab %s is up in %.2fs: %d nodes, %d pods, %d clients (pid %d)\n", cfg.Name, upTime.Seconds(), cfg.Nodes, pods, cfg.Clients, os.Getpid())
 	printEnterHints(out, cfg.Name, l.Hosts(lab.KindNode)[0].Name)
-	fmt.Fprintln(out, "Ctrl-C tears it down.")
-	<-ctx.Done()
-	fmt.Fprintf(out, "tearing down lab %s\n", cfg.Name)
-	return l.Down(context.WithoutCancel(ctx))
+	return holdUntilDone(ctx, out, "lab", cfg.Name, l.Down)
 }
 
 func printEnterHints(out io.Writer, name, node string) {
@@ -134,20 +130,12 @@ func printEnterHints(out io.Writer, name, node string) {
 	fmt.Fprintf(out, "  ip netns exec %s-%s-%s bash         # or enter it with iproute2\n", netns.Prefix, name, node)
 }
 
-// detachLab starts `kpbench lab up` again in its own session, logging to the registry
-// directory, and returns when the lab's record says it is ready (or the child failed).
-func detachLab(cmd *cobra.Command, f labUpFlags) error {
-	reg := lab.Registry{Dir: f.registryDir}
+// detachLab runs `kpbench lab up` again in the background, logging beside the lab
+// records, and returns when the lab is ready (or the child failed).
+func detachLab(ctx context.Context, cmd *cobra.Command, f labUpFlags) error {
 	logPath := filepath.Join(f.registryDir, f.name+".log")
-	pid, err := startDetached(cmd.Context(), detachSpec{
-		What: "lab",
-		Args: []string{"lab", "up", "--name", f.name, "--nodes", fmt.Sprint(f.nodes), "--pods-per-node", fmt.Sprint(f.podsPerNode),
-			"--clients", fmt.Sprint(f.clnts), "--node-cidr", f.nodeCIDR, "--pod-cidr", f.podCIDR, "--registry", f.registryDir},
-		Log: logPath, Timeout: 10 * time.Minute,
-		Ready: func(pid int) bool {
-			rec, err := reg.Read(f.name)
-			return err == nil && rec.PID == pid && rec.State == "ready"
-		},
+	pid, err := startDetached(ctx, cmd, detachSpec{
+		Records: lab.Registry{Dir: f.registryDir}.Records(), Name: f.name, Log: logPath, Timeout: 10 * time.Minute,
 	})
 	if err != nil {
 		return err
@@ -167,28 +155,20 @@ func newLabStatusCmd() *cobra.Command {
 		Example: "  kpbench lab status --name demo -o json | jq '.pods[] | select(.ready)'",
 		Args:    exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return badInput("-o %q: allowed values are table, json", output)
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			rec, err := lab.Registry{Dir: registry}.Read(name)
 			if err != nil {
-				if errors.Is(err, lab.ErrNoLab) {
-					return usageError{err}
-				}
-				return err
+				return unknownIsBadInput(err)
 			}
 			st := statusFromRecord(rec)
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(st)
-			}
-			return printStatus(cmd.OutOrStdout(), st)
+			return printStatus(cmd.OutOrStdout(), output, st, func() error { return printLabStatus(cmd.OutOrStdout(), st) })
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "lab name (required)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
-	cmd.Flags().StringVar(&registry, "registry", lab.DefaultRegistryDir, "directory of lab records")
+	labRegistryFlag(cmd.Flags(), &registry)
 	_ = cmd.MarkFlagRequired("name")
 	return cmd
 }
@@ -224,7 +204,7 @@ func statusFromRecord(rec *lab.Record) labStatus {
 	return st
 }
 
-func printStatus(out io.Writer, st labStatus) error {
+func printLabStatus(out io.Writer, st labStatus) error {
 	fmt.Fprintf(out, "lab %s: %s, pid %d, %d nodes, %d pods, %d clients\n", st.Name, st.State, st.PID, len(st.Nodes), len(st.Pods), len(st.Clients))
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tNAME\tIP\tNODE\tREADY\tNETNS")
@@ -282,7 +262,7 @@ cluster or of a run against upstream kube-proxy.`,
 			return execInHost(cmd, netns.Path(h.NetNS), args[2:])
 		},
 	}
-	cmd.Flags().StringVar(&registry, "registry", lab.DefaultRegistryDir, "directory of lab records")
+	labRegistryFlag(cmd.Flags(), &registry)
 	return cmd
 }
 
@@ -311,8 +291,8 @@ func execInHost(cmd *cobra.Command, nsPath string, argv []string) error {
 }
 
 func newLabDownCmd() *cobra.Command {
-	var name, registry string
-	var all, force bool
+	var f downFlags
+	var registry string
 	cmd := &cobra.Command{
 		Use:   "down (--name NAME | --all [--force])",
 		Short: "Remove a lab, or sweep every lab left by crashed runs",
@@ -322,33 +302,17 @@ func newLabDownCmd() *cobra.Command {
 		Args:    exactArgs(0),
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if (name == "") == !all {
-				return badInput("give exactly one of --name NAME or --all")
-			}
 			reg := lab.Registry{Dir: registry}
-			out := cmd.OutOrStdout()
-			if name != "" {
-				if err := lab.DownByName(reg, name, lab.DownOptions{Force: true}); err != nil {
-					if errors.Is(err, lab.ErrNoLab) {
-						return usageError{err}
-					}
-					return err
-				}
-				fmt.Fprintf(out, "lab %s removed\n", name)
-				return nil
-			}
-			res, err := lab.DownAll(reg, lab.DownOptions{Force: force})
-			fmt.Fprintf(out, "removed %d labs %v, %d orphan namespaces\n", len(res.Removed), res.Removed, len(res.Orphans))
-			if len(res.Refused) > 0 {
-				fmt.Fprintf(out, "left %d live labs alone (owner running): %s; use --force to stop them\n", len(res.Refused), strings.Join(res.Refused, ", "))
-			}
-			return err
+			return f.run(cmd.OutOrStdout(), "lab",
+				func(name string) error { return lab.DownByName(reg, name, lab.DownOptions{Force: true}) },
+				func(force bool) ([]string, []string, string, error) {
+					res, err := lab.DownAll(reg, lab.DownOptions{Force: force})
+					return res.Removed, res.Refused, fmt.Sprintf(", %d orphan namespaces", len(res.Orphans)), err
+				})
 		},
 	}
-	cmd.Flags().StringVar(&name, "name", "", "the lab to remove (its owner process is stopped first)")
-	cmd.Flags().BoolVar(&all, "all", false, "remove every lab whose owner is gone, and orphan kpb namespaces")
-	cmd.Flags().BoolVar(&force, "force", false, "with --all: also stop and remove labs whose owner is running")
-	cmd.Flags().StringVar(&registry, "registry", lab.DefaultRegistryDir, "directory of lab records")
+	f.add(cmd.Flags(), "lab", "remove every lab whose owner is gone, and orphan kpb namespaces")
+	labRegistryFlag(cmd.Flags(), &registry)
 	return cmd
 }
 
@@ -359,24 +323,11 @@ func newLabListCmd() *cobra.Command {
 		Short: "List registered labs",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			reg := lab.Registry{Dir: registry}
-			names, err := reg.List()
-			if err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSTATE\tPID\tHOSTS\tCREATED")
-			for _, n := range names {
-				rec, err := reg.Read(n)
-				if err != nil {
-					continue
-				}
-				st := statusFromRecord(rec)
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", n, st.State, rec.PID, len(rec.Hosts), rec.Created.Format(time.RFC3339))
-			}
-			return tw.Flush()
+			return listRecords(cmd.OutOrStdout(), lab.Registry{Dir: registry}.Records(), "NAME\tSTATE\tPID\tHOSTS\tCREATED", func(rec *lab.Record) string {
+				return fmt.Sprintf("%s\t%s\t%d\t%d\t%s", rec.Name, statusFromRecord(rec).State, rec.PID, len(rec.Hosts), rec.Created.Format(time.RFC3339))
+			})
 		},
 	}
-	cmd.Flags().StringVar(&registry, "registry", lab.DefaultRegistryDir, "directory of lab records")
+	labRegistryFlag(cmd.Flags(), &registry)
 	return cmd
 }

@@ -80,7 +80,7 @@ input, 3 the bench failed.`,
 			if err != nil {
 				return err
 			}
-			sc, err := loadScenario(args[0])
+			sc, err := scenarios.Load(args[0])
 			if err != nil {
 				return usageError{err}
 			}

@@ -80,7 +80,6 @@ func (o onceWriter) warn(msg string) {
 // validateFile validates one file by its kind: a Scenario, a KubeProxyConfiguration or a
 // manifest. Warnings go to w, each once.
 func validateFile(w onceWriter, path string, backends []string) error {
-	defer whileLoading()()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -100,7 +99,8 @@ func validateFile(w onceWriter, path string, backends []string) error {
 	_ = yamlpos.Decoder{OnUnknownField: func(*field.Path, *yaml.Node, *yaml.Node) {}}.Decode(docs[0], &head)
 	switch {
 	case head.Kind == scenarios.Kind || head.APIVersion == scenarios.APIVersion:
-		sc, err := scenarios.ParseScenarioDocs(path, docs, filepath.Dir(path)) // parsed once (issue 21)
+		// The documents its kind was read from: a large file is not parsed twice.
+		sc, err := scenarios.ParseScenarioDocs(path, docs, filepath.Dir(path))
 		if err != nil {
 			return err
 		}

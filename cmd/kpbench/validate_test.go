@@ -16,8 +16,8 @@ import (
 	"kpbench.dev/kpbench/lab"
 )
 
-// refusals are the four scenarios of issue 21 that a lab used to be built for: each must
-// be refused before anything exists, with its file, line and field.
+// refusals are four scenarios that a lab used to be built for before they failed: each
+// must be refused before anything exists, with its file, line and field.
 var refusals = []struct {
 	name, steps, where, msg string
 }{

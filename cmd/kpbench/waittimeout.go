@@ -18,7 +18,7 @@ import (
 const emulatedWaitTimeout = 3 * time.Minute
 
 // defaultWaitTimeout is --wait-timeout's default: emulatedWaitTimeout in a TCG guest
-// (getenv reads the variables microvm.Run sets there), else scenarios.DefaultWaitTimeout.
+// (getenv reads the variables microvm.RunOutcome sets there), else scenarios.DefaultWaitTimeout.
 func defaultWaitTimeout(getenv func(string) string) time.Duration {
 	if getenv(microvm.EnvInVM) == "1" && getenv(microvm.EnvAccel) == "tcg" {
 		return emulatedWaitTimeout

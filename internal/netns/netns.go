@@ -65,34 +65,15 @@ func Create(name string) (string, error) {
 	if err := prepareDir(); err != nil {
 		return "", fmt.Errorf("create netns %q: %w", name, err)
 	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := vnetns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("create netns %q: get current: %w", name, err)
-			return
-		}
-		defer orig.Close()
+	err := onThreadIn(fmt.Sprintf("create netns %q", name), func() error {
 		h, err := vnetns.NewNamed(name) // unshares this thread into the new namespace
 		if err != nil {
-			// NewNamed may have left the thread in a new namespace; restore or let it die.
-			if vnetns.Set(orig) == nil {
-				runtime.UnlockOSThread()
-			}
-			errc <- fmt.Errorf("create netns %q: %w", name, err)
-			return
+			return fmt.Errorf("create netns %q: %w", name, err)
 		}
-		h.Close()
-		if err := vnetns.Set(orig); err != nil {
-			errc <- fmt.Errorf("create netns %q: restore thread namespace: %w", name, err)
-			return // thread stays locked and dies with this goroutine
-		}
-		runtime.UnlockOSThread()
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
+		h.Close() // the name's bind mount keeps the namespace
+		return nil
+	}, func() error { return nil })
+	if err != nil {
 		return "", err
 	}
 	return Path(name), nil
@@ -168,24 +149,36 @@ func Do(nsPath string, fn func() error) error {
 		return fmt.Errorf("open netns %s: %w", nsPath, err)
 	}
 	defer target.Close()
+	return onThreadIn("netns "+nsPath, func() error {
+		if err := vnetns.Set(target); err != nil {
+			return fmt.Errorf("enter netns %s: %w", nsPath, err)
+		}
+		return nil
+	}, fn)
+}
+
+// onThreadIn runs fn on a locked OS thread that enter has moved into another namespace,
+// and waits for it; fn is not run when enter fails. The thread then goes back to the
+// namespace it came from and is unlocked. A thread that cannot go back (enter may have
+// left it anywhere) stays locked, and the runtime destroys it with its goroutine: it is
+// never reused in the wrong namespace. what names the operation in errors.
+func onThreadIn(what string, enter, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		orig, err := vnetns.Get()
 		if err != nil {
 			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("netns %s: get current: %w", nsPath, err)
+			errc <- fmt.Errorf("%s: get current: %w", what, err)
 			return
 		}
 		defer orig.Close()
-		if err := vnetns.Set(target); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("enter netns %s: %w", nsPath, err)
-			return
+		ferr := enter()
+		if ferr == nil {
+			ferr = fn()
 		}
-		ferr := fn()
 		if err := vnetns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("leave netns %s: %w", nsPath, err))
+			errc <- errors.Join(ferr, fmt.Errorf("%s: restore thread namespace: %w", what, err))
 			return // stays locked: the runtime destroys this thread
 		}
 		runtime.UnlockOSThread()

@@ -1,5 +1,6 @@
 // Package upstream pins the upstream Kubernetes and etcd versions that kpbench builds and runs
-// as references (issue 11), and finds their binaries.
+// as references (kube-proxy to compare ours with, a control plane for it), and finds their
+// binaries.
 //
 // The binaries are built from their Go modules by `make upstream` (tools/upstream, its own Go
 // module, so the main go.mod stays lean) into BinDir, never committed:

@@ -38,7 +38,7 @@ const (
 	KubeProxy     = "kube-proxy"
 	Etcd          = "etcd"
 	// KubeControllerManager, KubeScheduler and Kubectl complete the control plane of
-	// `kpbench cluster up` (issue 25) and give its users a client.
+	// `kpbench cluster up` and give its users a client.
 	KubeControllerManager = "kube-controller-manager"
 	KubeScheduler         = "kube-scheduler"
 	Kubectl               = "kubectl"

@@ -38,7 +38,7 @@ func TestDecodeRest(t *testing.T) {
 	docs, err := Split("s.yaml", []byte("name: a\nwait: {synced: true}\nmeasure: x\n"))
 	require.NoError(t, err)
 	var s step
-	require.NoError(t, Decode(docs[0], &s))
+	require.NoError(t, Decoder{}.Decode(docs[0], &s))
 	assert.Equal(t, "a", s.Name)
 	require.Len(t, s.Rest, 2)
 	assert.Equal(t, "wait", s.Rest[0].Key.Value)

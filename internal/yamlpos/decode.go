@@ -141,10 +141,6 @@ func (sh *Shared) info(t reflect.Type) *typeInfo {
 	return ti
 }
 
-// Decode decodes doc strictly into v (a non-nil pointer). It returns Errors listing every
-// problem found, or nil.
-func Decode(doc *Doc, v any) error { return Decoder{}.Decode(doc, v) }
-
 // Decode decodes doc into v (a non-nil pointer). It returns Errors listing every problem
 // found, or nil; v holds whatever could be decoded.
 func (dc Decoder) Decode(doc *Doc, v any) error {
@@ -682,16 +678,10 @@ func toGeneric(n *yaml.Node, b *budget) (any, error) {
 	}
 }
 
-// ToGeneric converts a YAML node to the values encoding/json would produce from the same
-// document as JSON (map[string]any, []any, string, int64, float64, bool, nil).
-func ToGeneric(n *yaml.Node) (any, error) {
-	return toGeneric(n, &budget{left: maxNodes})
-}
-
 // segment is one step of the path of the value being decoded. The decoder keeps the
 // path as a stack of segments and makes a *field.Path of it only for an error or a Rest
 // entry: making one per value was a sixth of the allocations of loading a large
-// scenario (issue 21).
+// scenario.
 type segment struct {
 	name  string // field name (childSeg) or map key (keySeg)
 	index int    // list index (indexSeg)

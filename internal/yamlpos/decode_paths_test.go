@@ -91,7 +91,7 @@ func TestDecodeTextUnmarshaler(t *testing.T) {
 	docs, err := Split("f.yaml", []byte("delay: 1500ms\nother: {a: 1}\n"))
 	require.NoError(t, err)
 	var d deep
-	require.NoError(t, Decode(docs[0], &d))
+	require.NoError(t, Decoder{}.Decode(docs[0], &d))
 	require.NotNil(t, d.Delay)
 	assert.Equal(t, 1500*time.Millisecond, d.Delay.Duration)
 	assert.False(t, d.Delay.viaJSON)

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -132,19 +131,9 @@ const maxNodes = 1 << 20
 
 // Split parses data and returns its non-empty documents in order. A document whose only
 // content is null (an empty document, `---` alone, or comments only) is skipped. A syntax
-// error is returned as an *Error with the line yaml.v3 reported. Comments are dropped
-// (nothing reads them, and they would differ between the two ways of parsing). A large
-// file of one document ending in a long block sequence is parsed on several cores
-// (parseParallel), into the same tree.
+// error is returned as an *Error with the line yaml.v3 reported. Comments are dropped:
+// nothing reads them.
 func Split(file string, data []byte) (docs []*Doc, err error) {
-	if root, ok := parseParallel(data, runtime.GOMAXPROCS(0), minParallelBytes); ok {
-		return []*Doc{{File: file, Node: root}}, nil
-	}
-	return splitSerial(file, data)
-}
-
-// splitSerial is Split with one yaml.v3 decoder over the whole file.
-func splitSerial(file string, data []byte) (docs []*Doc, err error) {
 	defer func() {
 		// yaml.v3 has panicked on hostile input in past releases; never let a file crash
 		// the caller.
@@ -342,4 +331,17 @@ func resolveAlias(n *yaml.Node) *yaml.Node {
 		return nil
 	}
 	return n
+}
+
+// dropComments clears the comments of n and of every node under it. An alias's target is
+// cleared where it stands in the tree; aliases are not followed (a chain of them would
+// visit the same nodes again and again).
+func dropComments(n *yaml.Node) {
+	n.HeadComment, n.LineComment, n.FootComment = "", "", ""
+	if n.Kind == yaml.AliasNode {
+		return
+	}
+	for _, c := range n.Content {
+		dropComments(c)
+	}
 }

@@ -261,3 +261,19 @@ func TestDecodeErrorsAreBounded(t *testing.T) {
 	require.Len(t, list, maxErrors+1)
 	assert.Contains(t, list[maxErrors].Msg, "too many errors")
 }
+
+// TestSplitDropsComments: no comment is kept, on any node.
+func TestSplitDropsComments(t *testing.T) {
+	src := "# file\na: b # line\n# head\nsteps:\n# first\n- x # item\n# foot\n"
+	docs, err := Split("f.yaml", []byte(src))
+	require.NoError(t, err)
+	require.Len(t, docs, 1)
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		assert.Empty(t, n.HeadComment+n.LineComment+n.FootComment, "line %d", n.Line)
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(docs[0].Node)
+}

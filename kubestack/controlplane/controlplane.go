@@ -1,12 +1,12 @@
 //go:build linux
 
-// Package controlplane runs a real Kubernetes control plane for a lab (issue 11): etcd and
+// Package controlplane runs a real Kubernetes control plane for a lab: etcd and
 // kube-apiserver, built by `make upstream` (internal/upstream), inside the lab's
 // control-plane namespace kpb-<lab>-cp, attached to the lab fabric. Node namespaces reach
 // the API server at https://<fabric .2>:6443. Publish mirrors the lab's object store
 // (apistore) into it with client-go.
 //
-// With Options.Controllers (issue 25, `kpbench cluster up`) it is a whole control plane:
+// With Options.Controllers (`kpbench cluster up`) it is a whole control plane:
 // kube-controller-manager and kube-scheduler run beside them, and the API server admits
 // service accounts and authorizes kubelets with the Node authorizer and NodeRestriction.
 // ForwardLoopback is then the one thing in the host's root namespace: a relay from a

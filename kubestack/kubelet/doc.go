@@ -1,4 +1,4 @@
-// Package kubelet is the lab kubelet of `kpbench cluster up` (issue 25): a kubelet written
+// Package kubelet is the lab kubelet of `kpbench cluster up`: a kubelet written
 // for the lab, in Go with client-go, that turns the Pods the real scheduler binds to a lab
 // node into lab pods: network namespaces on the node's bridge with an address from the
 // node's pod block, every container realised by kpbench's echo server (lab/echo, which

@@ -16,7 +16,7 @@ import (
 // Bounds of one TCP connection.
 const (
 	// DefaultIdleTimeout is how long a TCP connection may stay silent before the server
-	// closes it (see WithIdleTimeout).
+	// closes it (DefaultIdleTimeout).
 	DefaultIdleTimeout = 60 * time.Second
 	// writeTimeout bounds every write, so that a client that stops reading cannot hold a
 	// goroutine forever.

@@ -59,24 +59,6 @@ type Port struct {
 // String renders the port as 80/TCP.
 func (p Port) String() string { return fmt.Sprintf("%d/%s", p.Number, p.Protocol) }
 
-// Option changes how Serve serves.
-type Option func(*config)
-
-// config is what Options set.
-type config struct {
-	idle time.Duration
-}
-
-// WithIdleTimeout sets how long a TCP connection may stay silent before the server closes
-// it. The default is DefaultIdleTimeout; d must be positive.
-func WithIdleTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.idle = d
-		}
-	}
-}
-
 // Server is an echo server serving some ports of one pod. It is safe for concurrent use.
 type Server struct {
 	nsPath string
@@ -102,11 +84,7 @@ type Server struct {
 // opened, nothing is left open.
 //
 // Equivalent to: `ip netns exec $pod socat ... TCP-LISTEN:$port,fork` for every port.
-func Serve(nsPath string, id Identity, ports []Port, opts ...Option) (*Server, error) {
-	cfg := config{idle: DefaultIdleTimeout}
-	for _, o := range opts {
-		o(&cfg)
-	}
+func Serve(nsPath string, id Identity, ports []Port) (*Server, error) {
 	ip, err := validate(id, ports)
 	if err != nil {
 		return nil, fmt.Errorf("echo serve %s in %s: %w", id.Pod, nsPath, err)
@@ -119,7 +97,7 @@ func Serve(nsPath string, id Identity, ports []Port, opts ...Option) (*Server, e
 		nsPath: nsPath,
 		id:     id,
 		ports:  append([]Port(nil), ports...),
-		idle:   cfg.idle,
+		idle:   DefaultIdleTimeout,
 		conns:  make(map[net.Conn]struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -58,7 +58,7 @@ func TestProbeRefusesRootNamespace(t *testing.T) {
 				return nil
 			}}
 			runtime.LockOSThread()
-			res := d.probe(context.Background(), tt.target, Options{Timeout: time.Second, SourcePort: tt.src}, tt.m)
+			res := probeWith(context.Background(), d.dial, tt.target, Options{Timeout: time.Second, SourcePort: tt.src}, tt.m)
 			runtime.UnlockOSThread()
 			require.ErrorIs(t, res.Err, netns.ErrRootNamespace)
 			assert.Equal(t, Other, res.Class)
@@ -67,11 +67,6 @@ func TestProbeRefusesRootNamespace(t *testing.T) {
 			assert.False(t, res.Local.IsValid())
 		})
 	}
-	t.Run("Once", func(t *testing.T) {
-		res := Once(context.Background(), Destination{Addr: dst, Protocol: echo.TCP}, Options{})
-		require.ErrorIs(t, res.Err, netns.ErrRootNamespace)
-		assert.False(t, res.Local.IsValid(), "no socket was bound")
-	})
 }
 
 // TestNewRefusesRootNamespace checks that a Prober cannot be started in the host's

@@ -127,13 +127,7 @@ func (p *Prober) Connect(ctx context.Context, target Destination, opts Options) 
 // worker, which is free again as soon as the connection is made (or has failed); the
 // request and the answer are handled on the caller's goroutine.
 func (p *Prober) probe(ctx context.Context, target Destination, opts Options, m mode) Result {
-	ctx, cancel := context.WithTimeout(ctx, opts.timeout())
-	defer cancel()
-	if m == modeConnect && target.Protocol != echo.TCP {
-		return Result{}.fail(fmt.Errorf("probe %s: connect-only probes need TCP", target))
-	}
-	c, connect, err := p.dial(ctx, target, opts)
-	return finish(ctx, c, connect, err, target, opts, m)
+	return probeWith(ctx, p.dial, target, opts, m)
 }
 
 // Dial connects to target and keeps the connection open for Conn.Request. Connecting is

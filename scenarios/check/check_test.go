@@ -39,7 +39,7 @@ func runCheck(t *testing.T, backend, yaml string) []Outcome {
 	testutil.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	objs, err := manifest.Parse("test.yaml", []byte(yaml))
+	objs, err := manifest.Parser{}.Parse("test.yaml", []byte(yaml))
 	require.NoError(t, err)
 	tb, err := testbed.Start(ctx, testbed.Options{
 		Lab:     lab.Config{Name: "t" + testutil.RandomID(t, 6), Nodes: 2, Clients: 1},

@@ -128,8 +128,8 @@ func Sync(ctx context.Context, ag cluster.Proxy, full bool, repeats int, change 
 		out = append(out, c)
 	}
 	// Full syncs that came where a partial one was timed are kept apart, with their
-	// durations: a partial sample is always a partial sync (issue 22: before, the first
-	// sync after the change was taken, whatever its kind).
+	// durations: a partial sample is always a partial sync, never merely the first sync
+	// after the change, whatever its kind.
 	if len(unplanned) > 0 {
 		d := make([]time.Duration, len(unplanned))
 		for j, r := range unplanned {

@@ -43,7 +43,7 @@ func syncRec(full bool, d time.Duration) agent.SyncRecord {
 }
 
 // TestSyncPartialNeverRecordsAFullSync: a full sync the proxy does where a partial one is
-// timed (the 210 s "partial" at 5k of issue 22) is kept apart as sync-unplanned-full, and
+// timed (it once made a 210 s "partial" at 5k services) is kept apart as sync-unplanned-full, and
 // the change is made again; too many in a row fail the measurement with the cause.
 func TestSyncPartialNeverRecordsAFullSync(t *testing.T) {
 	lost := syncRec(true, 200*time.Second)

@@ -9,24 +9,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"runtime"
 	"syscall"
 	"time"
 
 	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/lab/echo"
 )
-
-// Once runs one request probe (see Prober.Request) on the calling goroutine's thread, in
-// whatever namespace that thread is in: use it from inside netns.Do or a netns.Worker. It
-// locks the goroutine to its thread for the duration, checks with netns.Guard and refuses
-// with netns.ErrRootNamespace, before creating any socket, when the thread is in the host's
-// root namespace.
-func Once(ctx context.Context, target Destination, opts Options) Result {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	return dialer{}.probe(ctx, target, opts, modeRequest)
-}
 
 // mode is what a probe does once connected.
 type mode int
@@ -100,14 +88,15 @@ func (d dialer) dial(ctx context.Context, t Destination, o Options) (net.Conn, t
 	return c, connect, nil
 }
 
-// probe runs one probe on the calling thread, which the caller has locked.
-func (d dialer) probe(ctx context.Context, t Destination, o Options, m mode) Result {
+// probeWith runs one probe, connecting with dial (which bounds connecting by o's timeout
+// and refuses the host's root namespace).
+func probeWith(ctx context.Context, dial func(context.Context, Destination, Options) (net.Conn, time.Duration, error), t Destination, o Options, m mode) Result {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout())
 	defer cancel()
 	if m == modeConnect && t.Protocol != echo.TCP {
 		return Result{}.fail(fmt.Errorf("probe %s: connect-only probes need TCP", t))
 	}
-	c, connect, err := d.dial(ctx, t, o)
+	c, connect, err := dial(ctx, t, o)
 	return finish(ctx, c, connect, err, t, o, m)
 }
 
