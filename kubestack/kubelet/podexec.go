@@ -96,7 +96,7 @@ func parsePodExecSpec(args []string) (podExecSpec, error) {
 // after saying why on stderr.
 //
 // The pod's view: the host's root, every top-level directory bound (recursively) under a
-// private tmpfs root, with the pod's /etc/resolv.conf, /etc/hosts and /etc/hostname bound
+// private tmpfs root but /sys, a sysfs of the pod's network namespace, with the pod's /etc/resolv.conf, /etc/hosts and /etc/hostname bound
 // over the host's, /agnhost when the kubelet has one, and the pod's hostname. Mounts are
 // made slaves first, so nothing made here reaches the host's mount namespace, while the
 // host's later mounts (and unmounts, of a deleted namespace) still reach this one.
@@ -138,6 +138,10 @@ func enterPod(s podExecSpec) error {
 		return fmt.Errorf("open %s: %w", s.NetNS, err)
 	}
 	defer unix.Close(netNS)
+	// First: the sysfs mounted below shows the interfaces of the mounter's namespace.
+	if err := unix.Setns(netNS, unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("enter %s: %w", s.NetNS, err)
+	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return fmt.Errorf("make mounts slaves (a mount namespace of our own is needed): %w", err)
 	}
@@ -158,6 +162,15 @@ func enterPod(s podExecSpec) error {
 			}
 			if err := os.Symlink(target, dst); err != nil {
 				return err
+			}
+		case e.IsDir() && src == "/sys":
+			// A sysfs of the pod's namespace (/sys/class/net lists its interfaces), as a
+			// container runtime mounts it.
+			if err := os.Mkdir(dst, 0o755); err != nil {
+				return err
+			}
+			if err := unix.Mount("sysfs", dst, "sysfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_RDONLY, ""); err != nil {
+				return fmt.Errorf("sysfs: %w", err)
 			}
 		case e.IsDir():
 			if err := os.Mkdir(dst, 0o755); err != nil {
@@ -192,9 +205,6 @@ func enterPod(s podExecSpec) error {
 	}
 	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
 		return fmt.Errorf("hostname %s (a UTS namespace of our own is needed): %w", s.Hostname, err)
-	}
-	if err := unix.Setns(netNS, unix.CLONE_NEWNET); err != nil {
-		return fmt.Errorf("enter %s: %w", s.NetNS, err)
 	}
 	return nil
 }
