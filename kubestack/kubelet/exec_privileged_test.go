@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,11 +29,23 @@ type nopCloser struct{ *bytes.Buffer }
 
 func (nopCloser) Close() error { return nil }
 
-// TestExecInPodNamespaces runs commands through the exec helper (this test binary, see
-// TestMain) in a real network namespace: they see the pod's network, hostname and files,
-// get their stdin, and their exit codes come back; the host's files, hostname and mounts
-// are left as they were.
-func TestExecInPodNamespaces(t *testing.T) {
+// signalWriter closes ch at the first write.
+type signalWriter struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.ch) })
+	return len(p), nil
+}
+
+func (w *signalWriter) Close() error { return nil }
+
+// newExecTestKubelet is a kubelet that runs execs through this test binary as the helper,
+// into a pod ns1/web-0 (10.244.0.5) whose network namespace is a throwaway one, with a
+// stand-in agnhost that echoes its arguments.
+func newExecTestKubelet(t testing.TB) (*Kubelet, podTarget) {
 	_, nsPath := testutil.NewNetNS(t)
 	state := t.TempDir()
 	agnhost := filepath.Join(t.TempDir(), "agnhost")
@@ -45,11 +58,31 @@ func TestExecInPodNamespaces(t *testing.T) {
 	k.execRoot, err = execRootDir(state)
 	require.NoError(t, err)
 	k.execer = helperExecutor([]string{os.Args[0], PodExecCommand})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "web-0", UID: "uid-1"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{{Name: "GREETING", Value: "hi"}}}}}}
-	target := podTarget{pod: pod, sb: &sandbox{nsPath: nsPath, podIP: netip.MustParseAddr("10.244.0.5"), dir: filepath.Join(state, "pods", "uid-1"), ctx: ctx}}
+	return k, podTarget{pod: pod, sb: &sandbox{nsPath: nsPath, podIP: netip.MustParseAddr("10.244.0.5"), dir: filepath.Join(state, "pods", "uid-1"), ctx: context.Background()}}
+}
+
+// BenchmarkExecInPod is the cost of one exec through the helper (fork, namespaces, the
+// pod's root, exec of /bin/true), without the API server and kubectl.
+func BenchmarkExecInPod(b *testing.B) {
+	k, target := newExecTestKubelet(b)
+	for b.Loop() {
+		if err := k.exec(context.Background(), target, "c", []string{"/bin/true"}, nil, nil, nil, false, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestExecInPodNamespaces runs commands through the exec helper (this test binary, see
+// TestMain) in a real network namespace: they see the pod's network, hostname and files,
+// get their stdin, and their exit codes come back; the host's files, hostname and mounts
+// are left as they were.
+func TestExecInPodNamespaces(t *testing.T) {
+	k, target := newExecTestKubelet(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pod := target.pod
 
 	hostHostname, err := os.Hostname()
 	require.NoError(t, err)
@@ -113,12 +146,17 @@ func TestExecInPodNamespaces(t *testing.T) {
 
 	t.Run("pod torn down", func(t *testing.T) {
 		podCtx, podCancel := context.WithCancel(ctx)
-		gone := podTarget{pod: pod, sb: &sandbox{nsPath: nsPath, podIP: target.sb.podIP, dir: target.sb.dir, ctx: podCtx}}
+		gone := podTarget{pod: pod, sb: &sandbox{nsPath: target.sb.nsPath, podIP: target.sb.podIP, dir: target.sb.dir, ctx: podCtx}}
 		done := make(chan error, 1)
-		var out bytes.Buffer
+		started := &signalWriter{ch: make(chan struct{})}
 		go func() {
-			done <- k.exec(ctx, gone, "c", []string{"/bin/sh", "-c", "echo started; exec sleep 600"}, nil, nopCloser{&out}, nil, false, nil)
+			done <- k.exec(ctx, gone, "c", []string{"/bin/sh", "-c", "echo started; exec sleep 600"}, nil, started, nil, false, nil)
 		}()
+		select {
+		case <-started.ch:
+		case err := <-done:
+			t.Fatalf("the command did not start: %v", err)
+		}
 		podCancel()
 		select {
 		case err := <-done:
