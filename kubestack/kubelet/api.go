@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 
@@ -49,11 +48,9 @@ func (o *Options) apiDefaults() error {
 		return errors.New("the kubelet API needs a serving certificate and the client CAs")
 	}
 	if len(o.ExecHelper) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("exec helper: %w", err)
-		}
-		o.ExecHelper = []string{exe, PodExecCommand}
+		// The running binary itself, even when its file was replaced (make build) while
+		// the cluster runs.
+		o.ExecHelper = []string{"/proc/self/exe", PodExecCommand}
 	}
 	o.ExecHelper = slices.Clone(o.ExecHelper)
 	if o.Agnhost == "" {

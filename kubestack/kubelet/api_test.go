@@ -3,6 +3,7 @@
 package kubelet
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -31,7 +32,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/portforward"
 	clientremotecommand "k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport/spdy"
 	clientexec "k8s.io/client-go/util/exec"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 )
@@ -327,5 +330,60 @@ func TestAPIContainerLogs(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, tc.status, resp.StatusCode, tc.query)
 		assert.Equal(t, tc.want, string(body), tc.query)
+	}
+}
+
+// TestAPIPortForward: kubectl port-forward's client (client-go over SPDY) reaches the
+// pod's port through the kubelet API, and the pod's answer comes back.
+func TestAPIPortForward(t *testing.T) {
+	p, base, _ := startTestAPI(t)
+	// The "pod's" port: a loopback listener that answers each line with "pong <line>".
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				_, _ = io.WriteString(c, "pong "+line)
+			}()
+		}
+	}()
+	podPort := l.Addr().(*net.TCPAddr).Port
+
+	cfg := p.restConfig(base, "apiserver")
+	transport, upgrader, err := spdy.RoundTripperFor(cfg)
+	require.NoError(t, err)
+	u, err := url.Parse(base + "/portForward/default/web")
+	require.NoError(t, err)
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
+	stop, ready := make(chan struct{}), make(chan struct{})
+	defer close(stop)
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", podPort)}, stop, ready, io.Discard, io.Discard)
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() { errc <- fw.ForwardPorts() }()
+	select {
+	case <-ready:
+	case err := <-errc:
+		t.Fatalf("port-forward: %v", err)
+	}
+	ports, err := fw.GetPorts()
+	require.NoError(t, err)
+	require.Len(t, ports, 1)
+	for i := range 2 { // two connections over one forward
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", ports[0].Local))
+		require.NoError(t, err)
+		_, err = fmt.Fprintf(c, "ping %d\n", i)
+		require.NoError(t, err)
+		answer, err := bufio.NewReader(c).ReadString('\n')
+		require.NoError(t, err)
+		assert.Equal(t, fmt.Sprintf("pong ping %d\n", i), answer)
+		_ = c.Close()
 	}
 }

@@ -79,8 +79,8 @@ type Options struct {
 	ClusterDNS    netip.Addr
 	ClusterDomain string
 	// ExecHelper is the command line of the exec helper, up to PodExecCommand included
-	// (default: this program's executable and PodExecCommand; a test binary dispatches
-	// PodExecCommand to RunPodExec in its TestMain).
+	// (default: this very program, /proc/self/exe, and PodExecCommand; a test binary
+	// dispatches PodExecCommand to RunPodExec in its TestMain: RunPodExecIfAsked).
 	ExecHelper []string
 	// Agnhost is the agnhost binary that exec'd commands see as /agnhost, when it exists
 	// at exec time (default: agnhost in the upstream binaries' directory).
