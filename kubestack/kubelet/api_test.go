@@ -105,6 +105,21 @@ func (p *testPKI) restConfig(host, cn string) *rest.Config {
 	return cfg
 }
 
+// httpClient is a client of the test server, with a client certificate for cn ("" for
+// none).
+func (p *testPKI) httpClient(cn string) *http.Client {
+	p.t.Helper()
+	pool := x509.NewCertPool()
+	pool.AddCert(p.ca)
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if cn != "" {
+		cert, err := tls.X509KeyPair(p.issue(cn, nil, false))
+		require.NoError(p.t, err)
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+}
+
 // allowOnly lets one user in.
 type allowOnly struct{ user string }
 
@@ -204,9 +219,7 @@ func TestAPIRefusesWithoutClientCertificate(t *testing.T) {
 	}
 
 	// Plain requests: /healthz is open, the rest is not.
-	pool := x509.NewCertPool()
-	pool.AddCert(p.ca)
-	anon := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	anon := p.httpClient("")
 	for path, want := range map[string]int{"/healthz": 200, "/containerLogs/default/web/c": 401, "/stats/summary": 401, "/exec/default/web/c?command=true&output=1": 401} {
 		resp, err := anon.Get(base + path)
 		require.NoError(t, err)
@@ -273,12 +286,7 @@ func TestAPIExec(t *testing.T) {
 // TestAPINotFound: unknown pods, containers and paths are 404, as on a kubelet.
 func TestAPINotFound(t *testing.T) {
 	p, base, _ := startTestAPI(t)
-	certPEM, keyPEM := p.issue("apiserver", nil, false)
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(p.ca)
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}}
+	client := p.httpClient("apiserver")
 	for _, path := range []string{
 		"/containerLogs/default/nope/c", "/containerLogs/default/web/nope", "/stats/summary", "/metrics", "/pods", "/run/default/web/c",
 		"/exec/default/nope/c?command=true&output=1", "/exec/default/web/uid-2/c?command=true&output=1",
@@ -306,12 +314,7 @@ func TestAPIContainerLogs(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, w.Close())
 
-	certPEM, keyPEM := p.issue("apiserver", nil, false)
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(p.ca)
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}}
+	client := p.httpClient("apiserver")
 	cases := []struct {
 		query, want string
 		status      int

@@ -145,14 +145,24 @@ func (h *apiHandler) container(w http.ResponseWriter, r *http.Request, t podTarg
 	return true
 }
 
-func (h *apiHandler) serveExec(w http.ResponseWriter, r *http.Request) {
+// streamRequest reads what exec and attach share: the streams asked for, the pod and the
+// container; it answers the errors itself.
+func (h *apiHandler) streamRequest(w http.ResponseWriter, r *http.Request) (*remotecommand.Options, podTarget, bool) {
 	opts, err := remotecommand.NewOptions(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
+		return nil, podTarget{}, false
 	}
 	t, ok := h.pod(w, r)
 	if !ok || !h.container(w, r, t) {
+		return nil, podTarget{}, false
+	}
+	return opts, t, true
+}
+
+func (h *apiHandler) serveExec(w http.ResponseWriter, r *http.Request) {
+	opts, t, ok := h.streamRequest(w, r)
+	if !ok {
 		return
 	}
 	cmd := r.URL.Query()["command"]
@@ -165,13 +175,8 @@ func (h *apiHandler) serveExec(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *apiHandler) serveAttach(w http.ResponseWriter, r *http.Request) {
-	opts, err := remotecommand.NewOptions(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	t, ok := h.pod(w, r)
-	if !ok || !h.container(w, r, t) {
+	opts, t, ok := h.streamRequest(w, r)
+	if !ok {
 		return
 	}
 	remotecommand.ServeAttach(w, r, noAttach{}, t.pod.Name, string(t.pod.UID), r.PathValue("container"),
