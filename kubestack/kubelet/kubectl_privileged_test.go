@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -117,6 +118,16 @@ func TestKubectlThroughTheAPIServer(t *testing.T) {
 		assert.Contains(t, string(out), "client\n")
 		assert.Contains(t, string(out), "search default.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.96.0.10\n")
 		assert.Contains(t, string(out), "svc=server", "the Service answers from the pod's network")
+	})
+
+	t.Run("/agnhost connect", func(t *testing.T) {
+		if _, err := os.Stat(filepath.Join(upstream.BinDir(), "agnhost")); err != nil {
+			t.Skip("no agnhost binary built: /agnhost is not there to run")
+		}
+		// As the e2e suite checks a Service without endpoints: REFUSED on stderr.
+		out, err := kubectl.cmd(ctx, "exec", "client", "--", "/agnhost", "connect", "--timeout=3s", "--protocol=tcp", fmt.Sprintf("%s:81", pods["server"].Status.PodIP)).CombinedOutput()
+		require.Error(t, err)
+		assert.Contains(t, string(out), "REFUSED")
 	})
 
 	t.Run("exec -i", func(t *testing.T) {
