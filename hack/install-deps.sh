@@ -34,6 +34,12 @@ vm=(
 test=(
   chromium          # the report test renders report.html headless
   strace            # the test that kpbench writes only under --out and the cache
+  # What the e2e suite's commands call through `kubectl exec` (the agnhost image's set; a
+  # lab pod's exec runs the host's programs): nc, wget, nslookup/dig (curl and ip are in
+  # bench).
+  netcat-openbsd
+  wget
+  bind9-dnsutils
 )
 
 groups=("$@")

@@ -235,7 +235,14 @@ func (c *Stack) startKubelets(ctx context.Context, cp *controlplane.ControlPlane
 			if err != nil {
 				return err
 			}
-			k, err := kubelet.Start(gctx, kubelet.Options{Node: n, Network: l, Config: rc, Logger: c.log})
+			cert, cas, err := cp.KubeletServing(n.Name)
+			if err != nil {
+				return err
+			}
+			dir := c.registry.ClusterDir(c.cfg.Name)
+			k, err := kubelet.Start(gctx, kubelet.Options{Node: n, Network: l, Config: rc, Logger: c.log,
+				API:      &kubelet.APIOptions{Certificate: cert, ClientCAs: cas},
+				StateDir: filepath.Join(dir, "kubelet", n.Name), Logs: kubelet.FileLogs{Dir: filepath.Join(dir, "logs")}})
 			kubelets[i] = k
 			return err
 		})

@@ -131,22 +131,29 @@ const (
 	NodeUserPrefix = "system:node:"
 	// NodesGroup is the group of every kubelet.
 	NodesGroup = "system:nodes"
+	// KubeletClientUser is the API server's identity towards the kubelets' API (exec, logs,
+	// port-forward), kubeadm's name for it; the control plane binds it to the ClusterRole
+	// system:kubelet-api-admin, which a kubelet's SubjectAccessReview checks.
+	KubeletClientUser = "kube-apiserver-kubelet-client"
 )
 
 // pki is everything the control plane needs, written to files under dir.
 type pki struct {
 	ca, apiserver, admin, kubeProxy *keyPair
 	controllerManager, scheduler    *keyPair
+	kubeletClient                   *keyPair // the API server's, towards kubelets
 	saKey                           *ecdsa.PrivateKey
 
 	// File paths.
 	caFile, apiserverCert, apiserverKey, saPub, saPriv string
+	kubeletClientCert, kubeletClientKey                string
 }
 
 // newPKI generates the lab's CA, the API server's serving certificate (for the control
 // plane's fabric address, the first service IP and the usual kubernetes.default names),
-// client certificates for the publisher and for kube-proxy, and the service-account signing
-// key, and writes the files the API server reads into dir.
+// client certificates for the publisher, kube-proxy, the controllers and the API server
+// towards kubelets, and the service-account signing key, and writes the files the API
+// server reads into dir.
 func newPKI(dir, labName string, serverIP, serviceIP netip.Addr) (*pki, error) {
 	var p pki
 	var err error
@@ -175,6 +182,9 @@ func newPKI(dir, labName string, serverIP, serviceIP netip.Addr) (*pki, error) {
 	if p.scheduler, err = p.ca.issue(certSpec{commonName: SchedulerUser}); err != nil {
 		return nil, err
 	}
+	if p.kubeletClient, err = p.ca.issue(certSpec{commonName: KubeletClientUser}); err != nil {
+		return nil, err
+	}
 	if p.saKey, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
 		return nil, fmt.Errorf("service-account key: %w", err)
 	}
@@ -188,7 +198,13 @@ func newPKI(dir, labName string, serverIP, serviceIP netip.Addr) (*pki, error) {
 	p.apiserverKey = filepath.Join(pkiDir, "apiserver.key")
 	p.saPub = filepath.Join(pkiDir, "sa.pub")
 	p.saPriv = filepath.Join(pkiDir, "sa.key")
+	p.kubeletClientCert = filepath.Join(pkiDir, "apiserver-kubelet-client.crt")
+	p.kubeletClientKey = filepath.Join(pkiDir, "apiserver-kubelet-client.key")
 	apiKey, err := p.apiserver.KeyPEM()
+	if err != nil {
+		return nil, err
+	}
+	kubeletClientKey, err := p.kubeletClient.KeyPEM()
 	if err != nil {
 		return nil, err
 	}
@@ -209,6 +225,8 @@ func newPKI(dir, labName string, serverIP, serviceIP netip.Addr) (*pki, error) {
 		{p.apiserverKey, apiKey},
 		{p.saPriv, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: saDER})},
 		{p.saPub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER})},
+		{p.kubeletClientCert, p.kubeletClient.CertPEM()},
+		{p.kubeletClientKey, kubeletClientKey},
 	}
 	for _, f := range files {
 		if err := os.WriteFile(f.path, f.data, 0o600); err != nil {

@@ -221,6 +221,9 @@ func Start(ctx context.Context, l *lab.Lab, opts Options) (_ *ControlPlane, err 
 		return cp, err
 	}
 	if opts.Controllers {
+		if err := cp.bindKubeletClient(ctx); err != nil {
+			return cp, err
+		}
 		if err := cp.startControllers(ctx, bins); err != nil {
 			return cp, err
 		}
@@ -263,6 +266,14 @@ func (cp *ControlPlane) apiServerArgs() []string {
 		// As kubeadm configures it: kubelets are limited to their own node's objects.
 		args = append(args, "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
 			"--allow-privileged=true")
+		// The kubelets' API (exec, logs, port-forward): the API server proves who it is
+		// with a client certificate, checks the kubelet's serving certificate against the
+		// cluster's CA, and reaches a node at its InternalIP (a lab node's name resolves
+		// nowhere; the default order tries Hostname first).
+		args = append(args,
+			"--kubelet-client-certificate="+p.kubeletClientCert, "--kubelet-client-key="+p.kubeletClientKey,
+			"--kubelet-certificate-authority="+p.caFile,
+			"--kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP")
 	} else {
 		// No controller manager runs: pods would wait for a default service account forever.
 		args = append(args, "--authorization-mode=RBAC", "--disable-admission-plugins=ServiceAccount")

@@ -29,6 +29,27 @@
 //     serving=<Ready> as in a real cluster. At the end of the grace period the containers
 //     are killed (exit code 137), the Pod turns Failed, its namespace is removed, and the
 //     kubelet deletes the Pod object. A Pod deleted with grace 0 (force) is torn down at once.
+//   - Serves the kubelet API (Options.API) on the node's InternalIP, port 10250 (the Node's
+//     status.daemonEndpoints), over TLS with a certificate of the cluster's CA, so that
+//     kubectl exec, logs and port-forward work through the API server. Only a verified
+//     client certificate gets in (the API server's kubelet-client identity), and only for
+//     what a SubjectAccessReview allows, as a kubelet with --authorization-mode=Webhook;
+//     /healthz is open to anyone, the rest (stats, metrics, pods, run) is 404. The
+//     streams are k8s.io/cri-streaming's, the kubelet's own (SPDY and WebSocket).
+//   - exec without a container (exec.go, podexec.go): the command runs as a host process
+//     in the pod's network namespace (the node's for hostNetwork pods), in a mount and a
+//     UTS namespace of its own: the host's files, with the pod's /etc/resolv.conf (from
+//     its dnsPolicy: ClusterFirst names the cluster DNS, the Service range's tenth
+//     address), /etc/hosts and /etc/hostname as a kubelet writes them, /agnhost when the
+//     agnhost binary is built, and the pod's hostname. The namespaces are entered by a
+//     child, `kpbench __podexec` (RunPodExec), never by a thread of this process. Exit
+//     codes, stdin, stdout, stderr and terminals are the command's. The command sees the
+//     host's programs: nc, curl, wget, ip, nslookup come from `make test-deps`.
+//   - Container logs (ContainerLogs, FileLogs): a file per container instance under the
+//     state directory, laid out as /var/log/pods; today each holds the line saying what
+//     the container runs.
+//   - port-forward: connects to the port on the pod's loopback, from a socket made inside
+//     the pod's network namespace.
 //
 // # What it does not do
 //
@@ -46,7 +67,8 @@
 //   - exec and grpc probes and lifecycle hooks: not run. An exec or grpc startup or
 //     readiness probe keeps its container unstarted or unready (its result cannot be
 //     known); an exec or grpc liveness probe is ignored. An Event says so.
-//   - SCTP ports, hostPort, exec, attach, logs, port-forward (the node serves no kubelet
-//     API: kubectl logs and exec fail), metrics, eviction, static pods, node-pressure
-//     conditions (always False), ephemeral containers.
+//   - SCTP ports, hostPort, attach (a container is no process), metrics and stats,
+//     eviction, static pods, node-pressure conditions (always False), ephemeral
+//     containers. An exec'd command gets the container's literal env values only, and
+//     runs as root with the host's programs, not the image's.
 package kubelet

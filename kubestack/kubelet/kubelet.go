@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -62,6 +63,28 @@ type Options struct {
 	// how often it is renewed (default 10s); StatusInterval how often the Node's status
 	// heartbeat is written (default 1m). A kubelet's defaults.
 	LeaseDuration, RenewInterval, StatusInterval time.Duration
+
+	// API serves the kubelet API (exec, port-forward, container logs) on the node's
+	// InternalIP when set; without it the node serves none, and kubectl exec and logs fail.
+	API *APIOptions
+	// StateDir is the node's directory: the pods' files (pods/<uid>: resolv.conf, hosts,
+	// hostname), the exec helper's mount point (exec-root) and, unless Logs is set, the
+	// container logs (logs/). Required with API. The kubelet leaves it in place at Stop.
+	StateDir string
+	// Logs keeps what the containers print (default FileLogs in StateDir/logs).
+	Logs ContainerLogs
+	// ClusterDNS is the nameserver of pods with dnsPolicy ClusterFirst (default
+	// DefaultClusterDNS of 10.96.0.0/12: 10.96.0.10); ClusterDomain the cluster's domain
+	// (default DefaultClusterDomain).
+	ClusterDNS    netip.Addr
+	ClusterDomain string
+	// ExecHelper is the command line of the exec helper, up to PodExecCommand included
+	// (default: this very program, /proc/self/exe, and PodExecCommand; a test binary
+	// dispatches PodExecCommand to RunPodExec in its TestMain: RunPodExecIfAsked).
+	ExecHelper []string
+	// Agnhost is the agnhost binary that exec'd commands see as /agnhost, when it exists
+	// at exec time (default: agnhost in the upstream binaries' directory).
+	Agnhost string
 }
 
 // Kubelet is a running lab kubelet of one node.
@@ -79,6 +102,11 @@ type Kubelet struct {
 	runCtx   context.Context // the workers' context: ends with Stop
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+
+	api      *apiServer    // the kubelet API (Options.API)
+	logs     ContainerLogs // nil without a state directory
+	execer   procExecutor
+	execRoot string // the exec helper's mount point
 
 	mu       sync.Mutex
 	stopping bool
@@ -107,7 +135,10 @@ func Start(ctx context.Context, o Options) (_ *Kubelet, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	k := &Kubelet{opts: o, log: o.Logger.With("kubelet", o.Node.Name), pods: map[types.UID]*podWorker{}, finished: map[types.UID]bool{}}
+	if err := o.apiDefaults(); err != nil {
+		return nil, fmt.Errorf("lab kubelet on %s: %w", o.Node.Name, err)
+	}
+	k := &Kubelet{opts: o, log: o.Logger.With("kubelet", o.Node.Name), pods: map[types.UID]*podWorker{}, finished: map[types.UID]bool{}, logs: o.Logs}
 	defer func() {
 		if err != nil {
 			k.Stop()
@@ -159,6 +190,9 @@ func Start(ctx context.Context, o Options) (_ *Kubelet, err error) {
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return nil, fmt.Errorf("list the pods of %s: %w", o.Node.Name, context.Cause(ctx))
 	}
+	if err := k.startAPI(ctx); err != nil {
+		return nil, err
+	}
 	return k, nil
 }
 
@@ -190,7 +224,7 @@ func (k *Kubelet) register(ctx context.Context) error {
 	_, _ = rand.Read(boot)
 	k.since = metav1.Now()
 	h := k.opts.Node
-	node := nodeObject(nodeSpec{name: h.Name, ip: h.IP, podCIDR: h.PodCIDR, zone: h.Zone, bootID: hex.EncodeToString(boot), machine: m}, k.since)
+	node := nodeObject(nodeSpec{name: h.Name, ip: h.IP, podCIDR: h.PodCIDR, zone: h.Zone, bootID: hex.EncodeToString(boot), machine: m, apiPort: k.apiPort()}, k.since)
 	created, err := k.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		created, err = k.client.CoreV1().Nodes().Get(ctx, h.Name, metav1.GetOptions{})
@@ -352,6 +386,9 @@ func (k *Kubelet) Stop() {
 	k.mu.Lock()
 	k.stopping = true
 	k.mu.Unlock()
+	if k.api != nil {
+		k.api.close() // no new exec or port-forward; the running ones end with their pods
+	}
 	if k.cancel != nil {
 		k.cancel()
 	}

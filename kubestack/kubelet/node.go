@@ -71,6 +71,7 @@ type nodeSpec struct {
 	zone    string
 	bootID  string
 	machine machine
+	apiPort int // the kubelet API's port (0: none)
 }
 
 // nodeObject is the Node as the lab kubelet creates it: the labels a kubelet sets, the
@@ -87,7 +88,7 @@ func nodeObject(s nodeSpec, now metav1.Time) *corev1.Node {
 		corev1.ResourceMemory: *resource.NewQuantity(s.machine.memory, resource.BinarySI),
 		corev1.ResourcePods:   *resource.NewQuantity(podCapacity(s.podCIDR), resource.DecimalSI),
 	}
-	return &corev1.Node{
+	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: s.name, Labels: labels,
 			Annotations: map[string]string{AnnotationLabKubelet: version.Commit},
@@ -109,6 +110,9 @@ func nodeObject(s nodeSpec, now metav1.Time) *corev1.Node {
 			},
 		},
 	}
+	// Where the API server reaches the kubelet API (exec, logs, port-forward).
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(s.apiPort)
+	return node
 }
 
 // nodeConditions are the conditions the lab kubelet reports: Ready, and no pressure of

@@ -56,6 +56,8 @@ type podWorker struct {
 	updates chan *corev1.Pod // the latest Pod; nil: gone from the API. Capacity 1, newest wins
 	results chan probeResult
 	latest  atomic.Pointer[corev1.Pod]
+	// sandboxRef is the pod's network for the kubelet API, once made (sandbox.go).
+	sandboxRef atomic.Pointer[sandbox]
 
 	started        bool
 	labName        string // the pod's lab host ("namespace/name"); "" for hostNetwork
@@ -190,6 +192,7 @@ func (w *podWorker) ensureSandbox(ctx context.Context, pod *corev1.Pod) {
 	node := w.k.opts.Node
 	if pod.Spec.HostNetwork {
 		w.nsPath, w.run.podIP, w.run.sandbox = node.NetNSPath, node.IP, true
+		w.publishSandbox()
 		return
 	}
 	var ports []echo.Port
@@ -207,6 +210,7 @@ func (w *podWorker) ensureSandbox(ctx context.Context, pod *corev1.Pod) {
 		return
 	}
 	w.labName, w.nsPath, w.run.podIP, w.run.sandbox, w.run.sandboxMessage = name, h.NetNSPath, h.IP, true, ""
+	w.publishSandbox()
 }
 
 // ensureContainers starts every container that is not running and whose back-off is over.
@@ -241,6 +245,7 @@ func (w *podWorker) startContainer(ctx context.Context, pod *corev1.Pod, i int) 
 	c.run.instance++
 	c.run.running, c.run.startedAt = true, time.Now()
 	c.run.waitingReason, c.run.waitingMessage = "", ""
+	w.logStart(pod, c)
 	c.run.started = c.r.spec.StartupProbe == nil
 	c.run.ready = c.r.spec.ReadinessProbe == nil
 	pctx, cancel := context.WithCancel(ctx)
@@ -388,6 +393,7 @@ func (w *podWorker) finish(ctx context.Context, pod *corev1.Pod) {
 // teardown stops every container and removes the pod's namespace; it writes nothing to the
 // API.
 func (w *podWorker) teardown(ctx context.Context) {
+	w.withdrawSandbox()
 	for _, c := range w.containers {
 		if c.cancelProbes != nil {
 			c.cancelProbes()
