@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -30,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"kpbench.dev/kpbench/internal/netns"
+	"kpbench.dev/kpbench/internal/upstream"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/probe"
 )
@@ -62,7 +65,25 @@ type Options struct {
 	// how often it is renewed (default 10s); StatusInterval how often the Node's status
 	// heartbeat is written (default 1m). A kubelet's defaults.
 	LeaseDuration, RenewInterval, StatusInterval time.Duration
+	// Dir is where the kubelet keeps its files: the containers' logs and the pods' /etc
+	// files (podfiles.go). The stack's state directory; empty: a temporary directory,
+	// removed by Stop.
+	Dir string
+	// Agnhost is the agnhost binary that agnhost containers run; empty: AgnhostPath()
+	// when it is there. Without it agnhost containers are emulated or not realisable.
+	Agnhost string
+	// ClusterDNS are the DNS servers of the pods' resolv.conf (dnsPolicy ClusterFirst),
+	// and ClusterDomain their domain (default DefaultClusterDomain).
+	ClusterDNS    []netip.Addr
+	ClusterDomain string
+
+	// client replaces the client made from Config (tests).
+	client kubernetes.Interface
 }
+
+// AgnhostPath is where the agnhost binary is looked for: beside the upstream binaries
+// (`make upstream` builds it there).
+func AgnhostPath() string { return filepath.Join(upstream.BinDir(), "agnhost") }
 
 // Kubelet is a running lab kubelet of one node.
 type Kubelet struct {
@@ -72,6 +93,9 @@ type Kubelet struct {
 	apiDial  *netns.Worker
 	probes   *probe.Prober
 	prober   *prober
+	launcher *launcher
+	dir      string // Options.Dir, or the temporary one
+	ownDir   bool   // dir is the kubelet's temporary one
 	events   record.EventBroadcaster
 	recorder record.EventRecorder
 	nodeUID  types.UID
@@ -92,7 +116,7 @@ func Start(ctx context.Context, o Options) (_ *Kubelet, err error) {
 	if o.Node.Kind != lab.KindNode || !o.Node.PodCIDR.IsValid() || !o.Node.IP.IsValid() {
 		return nil, fmt.Errorf("lab kubelet: %q is not a lab node with an address and a pod block", o.Node.Name)
 	}
-	if o.Network == nil || o.Config == nil {
+	if o.Network == nil || (o.Config == nil && o.client == nil) {
 		return nil, errors.New("lab kubelet: Network and Config are required")
 	}
 	if o.LeaseDuration == 0 {
@@ -114,20 +138,27 @@ func Start(ctx context.Context, o Options) (_ *Kubelet, err error) {
 			err = fmt.Errorf("lab kubelet on %s: %w", o.Node.Name, err)
 		}
 	}()
-	if k.apiDial, err = netns.StartWorker(o.Node.NetNSPath); err != nil {
-		return nil, err
-	}
-	cfg := rest.CopyConfig(o.Config)
-	cfg.Dial = k.dialAPI
-	cfg.UserAgent = "kpbench-lab-kubelet/" + o.Node.Name
-	cfg.QPS, cfg.Burst = 50, 100
-	if k.client, err = kubernetes.NewForConfig(cfg); err != nil {
-		return nil, err
+	k.client = o.client
+	if k.client == nil {
+		if k.apiDial, err = netns.StartWorker(o.Node.NetNSPath); err != nil {
+			return nil, err
+		}
+		cfg := rest.CopyConfig(o.Config)
+		cfg.Dial = k.dialAPI
+		cfg.UserAgent = "kpbench-lab-kubelet/" + o.Node.Name
+		cfg.QPS, cfg.Burst = 50, 100
+		if k.client, err = kubernetes.NewForConfig(cfg); err != nil {
+			return nil, err
+		}
 	}
 	if k.probes, err = probe.New(o.Node.NetNSPath, probe.WithWorkers(2)); err != nil {
 		return nil, err
 	}
+	if err := k.startProcesses(); err != nil {
+		return nil, err
+	}
 	k.prober = newProber(k.probes)
+	k.prober.launcher = k.launcher
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	k.runCtx, k.cancel = runCtx, cancel
 	if err := k.register(ctx); err != nil {
@@ -362,6 +393,7 @@ func (k *Kubelet) Stop() {
 	if k.probes != nil {
 		_ = k.probes.Close()
 	}
+	k.stopProcesses()
 	if k.apiDial != nil {
 		k.apiDial.Stop()
 	}
