@@ -5,6 +5,7 @@ package kubelet
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -233,4 +235,128 @@ func TestExecReadinessProbe(t *testing.T) {
 		}
 	}
 	assert.False(t, podIsReady(got))
+}
+
+// TestProcessLifecycle: processes' exits reach the container status and the pod phase as
+// restartPolicy says; init containers run first, in order; a deleted pod's preStop hook
+// runs before SIGTERM, and a process that ignores SIGTERM is killed (137) at the end of
+// its grace period.
+func TestProcessLifecycle(t *testing.T) {
+	bin := requireAgnhost(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	k, client, node := labKubelet(t, ctx, bin)
+	marks := t.TempDir()
+	sh := func(name, script string) corev1.Container {
+		return corev1.Container{Name: name, Image: testAgnhostImage, Command: []string{"/bin/sh", "-c", script}}
+	}
+	terminated := func(cs []corev1.ContainerStatus, name string) *corev1.ContainerStateTerminated {
+		for _, c := range cs {
+			if c.Name == name {
+				return c.State.Terminated
+			}
+		}
+		return nil
+	}
+	tests := []struct {
+		name   string
+		spec   corev1.PodSpec
+		until  string
+		done   func(*corev1.Pod) bool
+		check  func(t *testing.T, p *corev1.Pod)
+		delete bool
+	}{
+		{name: "init first, then exit 3 with Never: Failed", spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			InitContainers: []corev1.Container{sh("init", "echo init >> "+marks+"/order")},
+			Containers:     []corev1.Container{sh("main", "echo main >> "+marks+"/order; exit 3")}},
+			until: "Failed", done: func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed },
+			check: func(t *testing.T, p *corev1.Pod) {
+				b, err := os.ReadFile(marks + "/order")
+				require.NoError(t, err)
+				assert.Equal(t, "init\nmain\n", string(b))
+				init := terminated(p.Status.InitContainerStatuses, "init")
+				require.NotNil(t, init)
+				assert.Equal(t, "Completed", init.Reason)
+				main := terminated(p.Status.ContainerStatuses, "main")
+				require.NotNil(t, main)
+				assert.Equal(t, int32(3), main.ExitCode)
+				assert.Equal(t, "Error", main.Reason)
+			}},
+		{name: "exit 0 with OnFailure: Succeeded", spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyOnFailure,
+			Containers: []corev1.Container{sh("main", "exit 0")}},
+			until: "Succeeded", done: func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded }},
+		{name: "exit 1 with OnFailure: restarted", spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyOnFailure,
+			Containers: []corev1.Container{sh("main", "exit 1")}},
+			until: "restarted", done: func(p *corev1.Pod) bool {
+				return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1
+			},
+			check: func(t *testing.T, p *corev1.Pod) {
+				last := p.Status.ContainerStatuses[0].LastTerminationState.Terminated
+				require.NotNil(t, last)
+				assert.Equal(t, int32(1), last.ExitCode)
+				assert.Equal(t, corev1.PodRunning, p.Status.Phase)
+			}},
+		{name: "an init container that fails with Never fails the pod", spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			InitContainers: []corev1.Container{sh("init", "exit 7")},
+			Containers:     []corev1.Container{sh("main", "echo never >> "+marks+"/never")}},
+			until: "Failed", done: func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed },
+			check: func(t *testing.T, p *corev1.Pod) {
+				_, err := os.Stat(marks + "/never")
+				assert.True(t, os.IsNotExist(err), "the regular container never ran")
+				init := terminated(p.Status.InitContainerStatuses, "init")
+				require.NotNil(t, init)
+				assert.Equal(t, int32(7), init.ExitCode)
+			}},
+		{name: "preStop, then SIGTERM ignored: killed at the end of the grace period", spec: corev1.PodSpec{
+			Containers: []corev1.Container{func() corev1.Container {
+				c := sh("stubborn", "trap '' TERM; while :; do sleep 0.1; done")
+				c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", "hostname > " + marks + "/prestop"}}}}
+				return c
+			}()}},
+			until: "Running", done: func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }, delete: true},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("life-%d", i), Namespace: "default", UID: types.UID(fmt.Sprintf("uid-life-%d", i))}, Spec: tt.spec}
+			pod.Spec.NodeName = node.Name
+			_, err := client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+			require.NoError(t, err)
+			t.Cleanup(func() { dumpOnFailure(t, ctx, client, k, pod) })
+			got := waitPod(t, ctx, client, "default", pod.Name, tt.until, tt.done)
+			if tt.check != nil {
+				tt.check(t, got)
+			}
+			if !tt.delete {
+				return
+			}
+			grace := int64(1)
+			now := metav1.Now()
+			got.DeletionTimestamp, got.DeletionGracePeriodSeconds = &now, &grace
+			var last *corev1.Pod
+			watcher, err := client.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{})
+			require.NoError(t, err)
+			defer watcher.Stop()
+			start := time.Now()
+			_, err = client.CoreV1().Pods("default").Update(ctx, got, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			for ev := range watcher.ResultChan() {
+				p, ok := ev.Object.(*corev1.Pod)
+				if !ok || p.Name != pod.Name {
+					continue
+				}
+				if ev.Type == "DELETED" {
+					break
+				}
+				last = p
+			}
+			assert.GreaterOrEqual(t, time.Since(start), time.Second, "the process ignored SIGTERM for the grace period")
+			require.NotNil(t, last)
+			term := terminated(last.Status.ContainerStatuses, "stubborn")
+			require.NotNil(t, term, "the last status before deletion: %s", statusOf(last))
+			assert.Equal(t, int32(ExitCodeKilled), term.ExitCode)
+			b, err := os.ReadFile(marks + "/prestop")
+			require.NoError(t, err, "the preStop hook ran")
+			assert.Equal(t, pod.Name+"\n", string(b), "in the pod's UTS namespace")
+		})
+	}
 }
