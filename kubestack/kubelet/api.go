@@ -12,7 +12,6 @@ import (
 	"slices"
 
 	"kpbench.dev/kpbench/internal/netns"
-	"kpbench.dev/kpbench/internal/upstream"
 )
 
 // DefaultServiceCIDR is the Service range of `kpbench cluster up` (the control plane's
@@ -27,8 +26,11 @@ func (o *Options) apiDefaults() error {
 	if !o.ClusterDNS.IsValid() {
 		o.ClusterDNS = DefaultClusterDNS(defaultServiceCIDR)
 	}
-	if o.Logs == nil && o.StateDir != "" {
+	if o.Logs == nil {
 		o.Logs = FileLogs{Dir: filepath.Join(o.StateDir, "logs")}
+	}
+	if o.Agnhost == "" {
+		o.Agnhost = AgnhostPath()
 	}
 	if o.API == nil {
 		return nil
@@ -41,9 +43,6 @@ func (o *Options) apiDefaults() error {
 	if api.Port < 1 || api.Port > 65535 {
 		return fmt.Errorf("kubelet API port %d: not in 1-65535", api.Port)
 	}
-	if o.StateDir == "" {
-		return errors.New("the kubelet API needs a StateDir (pod files, exec mount point, logs)")
-	}
 	if len(api.Certificate.Certificate) == 0 || api.ClientCAs == nil {
 		return errors.New("the kubelet API needs a serving certificate and the client CAs")
 	}
@@ -53,9 +52,6 @@ func (o *Options) apiDefaults() error {
 		o.ExecHelper = []string{"/proc/self/exe", PodExecCommand}
 	}
 	o.ExecHelper = slices.Clone(o.ExecHelper)
-	if o.Agnhost == "" {
-		o.Agnhost = filepath.Join(upstream.BinDir(), "agnhost")
-	}
 	return nil
 }
 

@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -31,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"kpbench.dev/kpbench/internal/netns"
+	"kpbench.dev/kpbench/internal/upstream"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/probe"
 )
@@ -69,7 +72,8 @@ type Options struct {
 	API *APIOptions
 	// StateDir is the node's directory: the pods' files (pods/<uid>: resolv.conf, hosts,
 	// hostname), the exec helper's mount point (exec-root) and, unless Logs is set, the
-	// container logs (logs/). Required with API. The kubelet leaves it in place at Stop.
+	// container logs (logs/). The kubelet leaves it in place at Stop; empty: a temporary
+	// directory, removed by Stop.
 	StateDir string
 	// Logs keeps what the containers print (default FileLogs in StateDir/logs).
 	Logs ContainerLogs
@@ -82,10 +86,18 @@ type Options struct {
 	// (default: this very program, /proc/self/exe, and PodExecCommand; a test binary
 	// dispatches PodExecCommand to RunPodExec in its TestMain: RunPodExecIfAsked).
 	ExecHelper []string
-	// Agnhost is the agnhost binary that exec'd commands see as /agnhost, when it exists
-	// at exec time (default: agnhost in the upstream binaries' directory).
+	// Agnhost is the agnhost binary that agnhost containers run and that exec'd commands
+	// see as /agnhost (default AgnhostPath(), when it is there). Without it agnhost
+	// containers are emulated by the echo server where they can be, else not realisable.
 	Agnhost string
+
+	// client replaces the client made from Config (tests).
+	client kubernetes.Interface
 }
+
+// AgnhostPath is where the agnhost binary is looked for: beside the upstream binaries
+// (`make upstream` builds it there).
+func AgnhostPath() string { return filepath.Join(upstream.BinDir(), "agnhost") }
 
 // Kubelet is a running lab kubelet of one node.
 type Kubelet struct {
@@ -95,13 +107,16 @@ type Kubelet struct {
 	apiDial  *netns.Worker
 	probes   *probe.Prober
 	prober   *prober
-	events   record.EventBroadcaster
-	recorder record.EventRecorder
-	nodeUID  types.UID
-	since    metav1.Time     // when the node registered (its conditions' transition time)
-	runCtx   context.Context // the workers' context: ends with Stop
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	launcher *launcher
+	// ownStateDir: Options.StateDir is the kubelet's temporary directory, removed by Stop.
+	ownStateDir bool
+	events      record.EventBroadcaster
+	recorder    record.EventRecorder
+	nodeUID     types.UID
+	since       metav1.Time     // when the node registered (its conditions' transition time)
+	runCtx      context.Context // the workers' context: ends with Stop
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
 
 	api      *apiServer    // the kubelet API (Options.API)
 	logs     ContainerLogs // nil without a state directory
@@ -120,7 +135,7 @@ func Start(ctx context.Context, o Options) (_ *Kubelet, err error) {
 	if o.Node.Kind != lab.KindNode || !o.Node.PodCIDR.IsValid() || !o.Node.IP.IsValid() {
 		return nil, fmt.Errorf("lab kubelet: %q is not a lab node with an address and a pod block", o.Node.Name)
 	}
-	if o.Network == nil || o.Config == nil {
+	if o.Network == nil || (o.Config == nil && o.client == nil) {
 		return nil, errors.New("lab kubelet: Network and Config are required")
 	}
 	if o.LeaseDuration == 0 {
@@ -135,30 +150,48 @@ func Start(ctx context.Context, o Options) (_ *Kubelet, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	ownStateDir := false
+	if o.StateDir == "" {
+		d, err := os.MkdirTemp("", "kpbench-kubelet-")
+		if err != nil {
+			return nil, fmt.Errorf("lab kubelet on %s: state directory: %w", o.Node.Name, err)
+		}
+		o.StateDir, ownStateDir = d, true
+	}
 	if err := o.apiDefaults(); err != nil {
+		if ownStateDir {
+			_ = os.RemoveAll(o.StateDir)
+		}
 		return nil, fmt.Errorf("lab kubelet on %s: %w", o.Node.Name, err)
 	}
-	k := &Kubelet{opts: o, log: o.Logger.With("kubelet", o.Node.Name), pods: map[types.UID]*podWorker{}, finished: map[types.UID]bool{}, logs: o.Logs}
+	k := &Kubelet{opts: o, log: o.Logger.With("kubelet", o.Node.Name), pods: map[types.UID]*podWorker{}, finished: map[types.UID]bool{}, logs: o.Logs, ownStateDir: ownStateDir}
 	defer func() {
 		if err != nil {
 			k.Stop()
 			err = fmt.Errorf("lab kubelet on %s: %w", o.Node.Name, err)
 		}
 	}()
-	if k.apiDial, err = netns.StartWorker(o.Node.NetNSPath); err != nil {
-		return nil, err
-	}
-	cfg := rest.CopyConfig(o.Config)
-	cfg.Dial = k.dialAPI
-	cfg.UserAgent = "kpbench-lab-kubelet/" + o.Node.Name
-	cfg.QPS, cfg.Burst = 50, 100
-	if k.client, err = kubernetes.NewForConfig(cfg); err != nil {
-		return nil, err
+	k.client = o.client
+	if k.client == nil {
+		if k.apiDial, err = netns.StartWorker(o.Node.NetNSPath); err != nil {
+			return nil, err
+		}
+		cfg := rest.CopyConfig(o.Config)
+		cfg.Dial = k.dialAPI
+		cfg.UserAgent = "kpbench-lab-kubelet/" + o.Node.Name
+		cfg.QPS, cfg.Burst = 50, 100
+		if k.client, err = kubernetes.NewForConfig(cfg); err != nil {
+			return nil, err
+		}
 	}
 	if k.probes, err = probe.New(o.Node.NetNSPath, probe.WithWorkers(2)); err != nil {
 		return nil, err
 	}
+	if err := k.startProcesses(); err != nil {
+		return nil, err
+	}
 	k.prober = newProber(k.probes)
+	k.prober.launcher = k.launcher
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	k.runCtx, k.cancel = runCtx, cancel
 	if err := k.register(ctx); err != nil {
@@ -399,6 +432,7 @@ func (k *Kubelet) Stop() {
 	if k.probes != nil {
 		_ = k.probes.Close()
 	}
+	k.stopProcesses()
 	if k.apiDial != nil {
 		k.apiDial.Stop()
 	}

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -37,16 +36,6 @@ const (
 // or for a failed liveness probe (128 + SIGKILL).
 const ExitCodeKilled = 137
 
-// container is one container of a pod worker.
-type container struct {
-	r            runnable
-	run          containerRun
-	srv          *echo.Server // nil when not running, or running without ports
-	cancelProbes context.CancelFunc
-	retryAt      time.Time
-	backoff      time.Duration
-}
-
 // podWorker runs one Pod (one UID) on the node, on a goroutine of its own (loop): see the
 // package documentation for what it does. Only loop's goroutine touches its state, except
 // latest (read by probe goroutines for events) and the channels.
@@ -55,6 +44,8 @@ type podWorker struct {
 	uid     types.UID
 	updates chan *corev1.Pod // the latest Pod; nil: gone from the API. Capacity 1, newest wins
 	results chan probeResult
+	events  chan containerEvent
+	gone    chan struct{} // closed when loop returns
 	latest  atomic.Pointer[corev1.Pod]
 	// sandboxRef is the pod's network for the kubelet API, once made (sandbox.go).
 	sandboxRef atomic.Pointer[sandbox]
@@ -70,12 +61,14 @@ type podWorker struct {
 	labReady       *bool // the readiness last written to the lab's record
 	terminating    bool
 	killAt         time.Time
+	cancelGrace    context.CancelFunc // ends the preStop hooks at the end of the grace period
 	sandboxRetryAt time.Time
 	sandboxBackoff time.Duration
 }
 
 func newPodWorker(k *Kubelet, uid types.UID) *podWorker {
-	return &podWorker{k: k, uid: uid, updates: make(chan *corev1.Pod, 1), results: make(chan probeResult, 16), keep: conditionKeeper{}}
+	return &podWorker{k: k, uid: uid, updates: make(chan *corev1.Pod, 1), results: make(chan probeResult, 16),
+		events: make(chan containerEvent, 4), gone: make(chan struct{}), keep: conditionKeeper{}}
 }
 
 // pod returns the latest Pod object the worker got.
@@ -86,6 +79,7 @@ func (w *podWorker) pod() *corev1.Pod { return w.latest.Load() }
 func (w *podWorker) loop(ctx context.Context) {
 	wake := time.NewTimer(time.Hour)
 	defer wake.Stop()
+	defer close(w.gone)
 	for {
 		deleted := false
 		select {
@@ -100,6 +94,8 @@ func (w *podWorker) loop(ctx context.Context) {
 			}
 		case res := <-w.results:
 			w.onProbe(ctx, res)
+		case ev := <-w.events:
+			w.onEvent(ev)
 		case <-wake.C:
 		}
 		if w.sync(ctx, deleted) {
@@ -124,7 +120,7 @@ func (w *podWorker) nextWake() time.Duration {
 			earlier(w.sandboxRetryAt)
 		}
 		for _, c := range w.containers {
-			if !c.run.running {
+			if !c.run.running && c.run.terminated == nil {
 				earlier(c.retryAt)
 			}
 		}
@@ -146,19 +142,48 @@ func (w *podWorker) sync(ctx context.Context, deleted bool) bool {
 	}
 	w.run.otherConditions, w.run.readinessGates = pod.Status.Conditions, pod.Spec.ReadinessGates
 	if pod.DeletionTimestamp != nil && !w.terminating {
-		w.beginTermination(pod)
+		w.beginTermination(ctx, pod)
 	}
-	if w.terminating {
-		if !time.Now().Before(w.killAt) {
+	switch {
+	case w.terminating:
+		if !time.Now().Before(w.killAt) || w.allStopped() {
 			w.finish(ctx, pod)
 			return true
 		}
-	} else {
+	case w.run.terminal != "":
+		// Completed: nothing runs; the Pod waits to be deleted.
+	default:
 		w.ensureSandbox(ctx, pod)
 		w.ensureContainers(ctx, pod)
+		if phase := podPhase(&w.run); phase == corev1.PodSucceeded || phase == corev1.PodFailed {
+			w.complete(ctx, phase)
+		}
 	}
 	w.report(ctx, pod)
 	return false
+}
+
+// allStopped reports whether no container of the pod runs any more.
+func (w *podWorker) allStopped() bool {
+	for _, c := range w.containers {
+		if c.run.running {
+			return false
+		}
+	}
+	return true
+}
+
+// complete ends a pod whose containers all ended for good (restartPolicy Never or
+// OnFailure): what still runs is stopped, its network goes, and its phase is final.
+func (w *podWorker) complete(ctx context.Context, phase corev1.PodPhase) {
+	for _, c := range w.containers {
+		if c.run.running {
+			w.stopContainer(c, "Error")
+		}
+	}
+	w.teardown(ctx)
+	w.run.terminal = phase
+	w.k.eventf(w.pod(), corev1.EventTypeNormal, "Completed", "pod %s: every container ended", phase)
 }
 
 // start takes in a new pod: its containers, and what the lab kubelet ignores of it.
@@ -166,18 +191,19 @@ func (w *podWorker) start(pod *corev1.Pod) {
 	w.started = true
 	node := w.k.opts.Node
 	w.run.uid, w.run.hostIP, w.run.startTime = string(pod.UID), node.IP, time.Now()
-	for _, r := range runnables(pod) {
-		c := &container{r: r, run: containerRun{name: r.spec.Name, image: r.spec.Image, sidecar: r.sidecar}}
+	w.run.restartPolicy = pod.Spec.RestartPolicy
+	rs := runnables(pod, w.k.launcher.agnhost)
+	for _, r := range rs {
+		c := &container{r: r, run: containerRun{name: r.spec.Name, image: r.spec.Image, sidecar: r.sidecar, init: r.init}}
+		if r.init && r.real.kind != kindProcess && r.real.kind != kindUnrealisable {
+			// An init container the echo server stands for has nothing to do: done.
+			c.run.terminated = &corev1.ContainerStateTerminated{ExitCode: 0, Reason: ReasonInitNotRun, Message: "the lab kubelet runs only agnhost init containers"}
+		}
 		w.containers = append(w.containers, c)
 		w.run.containers = append(w.run.containers, &c.run)
 	}
-	for _, ic := range pod.Spec.InitContainers {
-		if !isSidecar(ic) {
-			w.run.notRunInit = append(w.run.notRunInit, ic)
-		}
-	}
-	ignored := unsupported(pod)
-	w.run.message = statusMessage(ignored)
+	ignored := unsupported(pod, rs)
+	w.run.message = statusMessage(rs, ignored)
 	if len(ignored) > 0 {
 		w.k.eventf(pod, corev1.EventTypeWarning, ReasonUnsupported, "ignored by the lab kubelet: %s", strings.Join(ignored, "; "))
 	}
@@ -213,135 +239,10 @@ func (w *podWorker) ensureSandbox(ctx context.Context, pod *corev1.Pod) {
 	w.publishSandbox()
 }
 
-// ensureContainers starts every container that is not running and whose back-off is over.
-func (w *podWorker) ensureContainers(ctx context.Context, pod *corev1.Pod) {
-	if !w.run.sandbox {
-		return
-	}
-	for i, c := range w.containers {
-		if c.run.running || time.Now().Before(c.retryAt) {
-			continue
-		}
-		w.startContainer(ctx, pod, i)
-	}
-}
-
-// startContainer starts the echo server of container i, and its probes.
-func (w *podWorker) startContainer(ctx context.Context, pod *corev1.Pod, i int) {
-	c := w.containers[i]
-	if len(c.r.ports) > 0 {
-		srv, err := echo.Serve(w.nsPath, echo.Identity{
-			Pod: pod.Name, PodIP: w.run.podIP.String(), Node: w.k.opts.Node.Name, Hostname: podHostname(pod, w.k.opts.Node.Name),
-		}, c.r.ports)
-		if err != nil {
-			c.backoff = min(max(2*c.backoff, restartBackoffMin), restartBackoffMax)
-			c.retryAt = time.Now().Add(c.backoff)
-			c.run.waitingReason, c.run.waitingMessage = "RunContainerError", err.Error()
-			w.k.eventf(pod, corev1.EventTypeWarning, "Failed", "container %s: %v", c.r.spec.Name, err)
-			return
-		}
-		c.srv = srv
-	}
-	c.run.instance++
-	c.run.running, c.run.startedAt = true, time.Now()
-	c.run.waitingReason, c.run.waitingMessage = "", ""
-	w.logStart(pod, c)
-	c.run.started = c.r.spec.StartupProbe == nil
-	c.run.ready = c.r.spec.ReadinessProbe == nil
-	pctx, cancel := context.WithCancel(ctx)
-	c.cancelProbes = cancel
-	if c.r.spec.StartupProbe != nil {
-		if supportedProbe(c.r.spec.StartupProbe) {
-			go w.runProbe(pctx, i, c.run.instance, startupProbe, c.r.spec.StartupProbe, c.r.spec, w.run.podIP)
-		}
-	} else {
-		w.startProbes(pctx, i)
-	}
-	w.k.eventf(pod, corev1.EventTypeNormal, "Started", "Started container %s: kpbench echo server on %s", c.r.spec.Name, portList(c.r.ports))
-}
-
-// startProbes starts the readiness and liveness probes of container i (once it started).
-func (w *podWorker) startProbes(ctx context.Context, i int) {
-	c := w.containers[i]
-	if supportedProbe(c.r.spec.ReadinessProbe) {
-		go w.runProbe(ctx, i, c.run.instance, readinessProbe, c.r.spec.ReadinessProbe, c.r.spec, w.run.podIP)
-	}
-	if supportedProbe(c.r.spec.LivenessProbe) {
-		go w.runProbe(ctx, i, c.run.instance, livenessProbe, c.r.spec.LivenessProbe, c.r.spec, w.run.podIP)
-	}
-}
-
-func portList(ports []echo.Port) string {
-	if len(ports) == 0 {
-		return "no ports"
-	}
-	s := make([]string, len(ports))
-	for i, p := range ports {
-		s[i] = p.String()
-	}
-	return strings.Join(s, ", ")
-}
-
-// onProbe applies a probe's verdict.
-func (w *podWorker) onProbe(ctx context.Context, res probeResult) {
-	if res.container >= len(w.containers) {
-		return
-	}
-	c := w.containers[res.container]
-	if res.instance != c.run.instance || !c.run.running {
-		return // an earlier instance's
-	}
-	switch {
-	case res.kind == readinessProbe:
-		c.run.ready = res.ok
-	case res.kind == startupProbe && res.ok:
-		c.run.started = true
-		w.startProbes(ctx, res.container)
-	case w.terminating:
-		// A kubelet does not restart the containers of a pod it is stopping.
-	default: // a failed startup or liveness probe: restart
-		w.k.eventf(w.pod(), corev1.EventTypeNormal, "Killing", "Container %s failed %s probe, will be restarted", c.r.spec.Name, res.kind)
-		w.stopContainer(c, "Error")
-		c.run.restarts++
-		c.run.lastTerm, c.run.terminated = c.run.terminated, nil
-		c.backoff = 0
-		if c.run.restarts > 1 {
-			c.backoff = min(restartBackoffMin<<(c.run.restarts-2), restartBackoffMax)
-			c.run.waitingReason = "CrashLoopBackOff"
-			c.run.waitingMessage = fmt.Sprintf("back-off %s restarting failed container %s", c.backoff, c.r.spec.Name)
-		}
-		c.retryAt = time.Now().Add(c.backoff)
-	}
-}
-
-// stopContainer kills a container instance: its probes and echo server stop; a running one
-// is recorded as terminated with ExitCodeKilled.
-func (w *podWorker) stopContainer(c *container, reason string) {
-	if c.cancelProbes != nil {
-		c.cancelProbes()
-		c.cancelProbes = nil
-	}
-	if c.srv != nil {
-		_ = c.srv.Close()
-		c.srv = nil
-	}
-	now := metav1.Now()
-	if c.run.running {
-		c.run.terminated = &corev1.ContainerStateTerminated{
-			ExitCode: ExitCodeKilled, Reason: reason, StartedAt: metav1.NewTime(c.run.startedAt), FinishedAt: now,
-			ContainerID: fmt.Sprintf("kpbench://%s/%s/%d", w.uid, c.r.spec.Name, c.run.instance-1),
-		}
-	} else if c.run.terminated == nil {
-		c.run.terminated = &corev1.ContainerStateTerminated{
-			ExitCode: ExitCodeKilled, Reason: "ContainerStatusUnknown", Message: "the container never started", FinishedAt: now,
-		}
-	}
-	c.run.running, c.run.ready, c.run.started = false, false, false
-}
-
-// beginTermination starts the grace period of a deleted Pod: every container is told to
-// shut down (netexec's /readyz answers 503) and goes on serving until the period ends.
-func (w *podWorker) beginTermination(pod *corev1.Pod) {
+// beginTermination starts the grace period of a deleted Pod: every running container runs
+// its preStop hook and is then told to stop (SIGTERM; netexec's /readyz answers 503 in an
+// echo server, which goes on serving until the period ends).
+func (w *podWorker) beginTermination(ctx context.Context, pod *corev1.Pod) {
 	w.terminating = true
 	grace := defaultGrace
 	switch {
@@ -350,16 +251,16 @@ func (w *podWorker) beginTermination(pod *corev1.Pod) {
 	case pod.Spec.TerminationGracePeriodSeconds != nil:
 		grace = time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
 	}
-	if !w.run.sandbox {
-		grace = 0 // nothing runs yet
+	if !w.run.sandbox || w.run.terminal != "" {
+		grace = 0 // nothing runs
 	}
 	w.killAt = time.Now().Add(grace)
-	for _, c := range w.containers {
+	gctx, cancel := context.WithDeadline(ctx, w.killAt)
+	w.cancelGrace = cancel
+	for i, c := range w.containers {
 		if c.run.running {
-			if c.srv != nil {
-				c.srv.MarkShuttingDown()
-			}
 			w.k.eventf(pod, corev1.EventTypeNormal, "Killing", "Stopping container %s (grace period %s)", c.r.spec.Name, grace)
+			go w.stopGracefully(gctx, i, c.run.instance, c.r, c.spec, c.proc, c.srv)
 		}
 	}
 }
@@ -370,7 +271,9 @@ func (w *podWorker) finish(ctx context.Context, pod *corev1.Pod) {
 	for _, c := range w.containers {
 		w.stopContainer(c, "Error")
 	}
-	w.run.terminal = corev1.PodFailed
+	if w.run.terminal == "" {
+		w.run.terminal = terminalPhase(&w.run)
+	}
 	w.report(ctx, pod)
 	w.teardown(ctx)
 	zero := int64(0)
@@ -390,19 +293,18 @@ func (w *podWorker) finish(ctx context.Context, pod *corev1.Pod) {
 	}
 }
 
-// teardown stops every container and removes the pod's namespace; it writes nothing to the
-// API.
+// teardown stops every container and removes the pod's namespace and files; it writes
+// nothing to the API.
 func (w *podWorker) teardown(ctx context.Context) {
-	w.withdrawSandbox()
+	if w.cancelGrace != nil {
+		w.cancelGrace()
+	}
 	for _, c := range w.containers {
-		if c.cancelProbes != nil {
-			c.cancelProbes()
-		}
-		if c.srv != nil {
-			_ = c.srv.Close()
-			c.srv = nil
+		if c.run.running {
+			w.release(c)
 		}
 	}
+	w.withdrawSandbox()
 	if w.labName != "" {
 		if err := w.k.opts.Network.RemovePod(ctx, w.labName); err != nil {
 			w.k.log.Warn("remove pod network", "pod", w.labName, "err", err)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,16 +39,20 @@ type probeResult struct {
 	ok        bool
 }
 
-// supportedProbe reports whether the lab kubelet runs p: httpGet and tcpSocket only.
+// supportedProbe reports whether the lab kubelet runs p: httpGet, tcpSocket and exec
+// (grpc is not).
 func supportedProbe(p *corev1.Probe) bool {
-	return p != nil && (p.HTTPGet != nil || p.TCPSocket != nil)
+	return p != nil && (p.HTTPGet != nil || p.TCPSocket != nil || p.Exec != nil)
 }
 
-// prober runs probes from inside the node's namespace, as a kubelet probes from its host.
+// prober runs probes from inside the node's namespace, as a kubelet probes from its host,
+// and exec probes inside the pod's namespaces.
 type prober struct {
 	dialer *probe.Prober
 	http   *http.Client
 	https  *http.Client
+	// launcher runs exec probes.
+	launcher *launcher
 }
 
 func newProber(d *probe.Prober) *prober {
@@ -80,9 +85,9 @@ func resolvePort(port intstr.IntOrString, c corev1.Container) (uint16, error) {
 	return 0, fmt.Errorf("port %q is not a port name of container %s", port.StrVal, c.Name)
 }
 
-// once runs a probe one time against a container at podIP and reports success, or why
-// it failed.
-func (pr *prober) once(ctx context.Context, p *corev1.Probe, c corev1.Container, podIP netip.Addr) (bool, string) {
+// once runs a probe one time against a container at podIP (an exec probe: as spec, the
+// container's namespaces and environment) and reports success, or why it failed.
+func (pr *prober) once(ctx context.Context, p *corev1.Probe, c corev1.Container, podIP netip.Addr, spec procSpec) (bool, string) {
 	timeout := time.Duration(max(p.TimeoutSeconds, 1)) * time.Second
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -148,6 +153,19 @@ func (pr *prober) once(ctx context.Context, p *corev1.Probe, c corev1.Container,
 			return false, fmt.Sprintf("dial tcp %s: %v", netip.AddrPortFrom(ip, port), res.Err)
 		}
 		return true, ""
+	case p.Exec != nil:
+		if len(p.Exec.Command) == 0 {
+			return false, "exec probe without a command"
+		}
+		spec.argv = p.Exec.Command
+		code, out, err := pr.launcher.run(ctx, spec)
+		if err != nil {
+			return false, fmt.Sprintf("exec %q: %v", strings.Join(spec.argv, " "), err)
+		}
+		if code != 0 {
+			return false, fmt.Sprintf("command %q exited with %d: %s", strings.Join(spec.argv, " "), code, strings.TrimSpace(string(out)))
+		}
+		return true, ""
 	}
 	return false, "probe kind not supported by the lab kubelet"
 }
@@ -156,7 +174,7 @@ func (pr *prober) once(ctx context.Context, p *corev1.Probe, c corev1.Container,
 // period and thresholds, and sends each change of verdict to results (the first verdict
 // too). A startup probe stops after its success; startup and liveness probes stop after a
 // failing verdict (the worker restarts the container and its probes).
-func (w *podWorker) runProbe(ctx context.Context, idx, instance int, kind probeKind, p *corev1.Probe, c corev1.Container, podIP netip.Addr) {
+func (w *podWorker) runProbe(ctx context.Context, idx, instance int, kind probeKind, p *corev1.Probe, c corev1.Container, podIP netip.Addr, spec procSpec) {
 	period := time.Duration(max(p.PeriodSeconds, 1)) * time.Second
 	succTh, failTh := max(int(p.SuccessThreshold), 1), max(int(p.FailureThreshold), 1)
 	select {
@@ -169,7 +187,7 @@ func (w *podWorker) runProbe(ctx context.Context, idx, instance int, kind probeK
 	var succ, fail int
 	var last *bool
 	for {
-		ok, msg := w.k.prober.once(ctx, p, c, podIP)
+		ok, msg := w.k.prober.once(ctx, p, c, podIP, spec)
 		if ctx.Err() != nil {
 			return
 		}

@@ -12,25 +12,27 @@ import (
 	"kpbench.dev/kpbench/lab/echo"
 )
 
-// runnable is a container the lab kubelet runs as an echo server: a regular container, or
-// a restartable init container (a sidecar).
+// runnable is a container of a pod as the lab kubelet runs it: an init container (run to
+// completion, in order), a restartable init container (a sidecar) or a regular container,
+// and how it is realised.
 type runnable struct {
 	spec    corev1.Container
+	init    bool // a non-restartable init container
 	sidecar bool
 	ports   []echo.Port
+	real    realisation
 }
 
-// runnables returns the containers of pod the kubelet runs, sidecars first (as a kubelet
-// starts them), then the regular containers.
-func runnables(pod *corev1.Pod) []runnable {
+// runnables returns the containers of pod in the order a kubelet starts them: the init
+// containers (sidecars among them) in order, then the regular containers. agnhost is the
+// agnhost binary ("" when absent).
+func runnables(pod *corev1.Pod, agnhost string) []runnable {
 	var out []runnable
 	for _, c := range pod.Spec.InitContainers {
-		if isSidecar(c) {
-			out = append(out, runnable{spec: c, sidecar: true, ports: containerPorts(c)})
-		}
+		out = append(out, runnable{spec: c, init: !isSidecar(c), sidecar: isSidecar(c), ports: containerPorts(c), real: realise(c, agnhost)})
 	}
 	for _, c := range pod.Spec.Containers {
-		out = append(out, runnable{spec: c, ports: containerPorts(c)})
+		out = append(out, runnable{spec: c, ports: containerPorts(c), real: realise(c, agnhost)})
 	}
 	return out
 }
@@ -115,10 +117,11 @@ func podHostname(pod *corev1.Pod, node string) string {
 	return pod.Name
 }
 
-// unsupported lists what the lab kubelet ignores in pod, one short item each, for the
-// Pod's event and status message (see the package documentation). The items are stable,
-// in spec order.
-func unsupported(pod *corev1.Pod) []string {
+// unsupported lists what the lab kubelet ignores in pod, whose containers are rs, one short
+// item each, for the Pod's event and status message (see the package documentation). The
+// items are stable, in spec order. A container that cannot be realised at all is not
+// listed: it waits, with its own event.
+func unsupported(pod *corev1.Pod, rs []runnable) []string {
 	var out []string
 	if len(pod.Spec.Volumes) > 0 {
 		names := make([]string, len(pod.Spec.Volumes))
@@ -127,9 +130,9 @@ func unsupported(pod *corev1.Pod) []string {
 		}
 		out = append(out, fmt.Sprintf("volumes not mounted (%s)", strings.Join(names, ", ")))
 	}
-	for _, c := range pod.Spec.InitContainers {
-		if !isSidecar(c) {
-			out = append(out, fmt.Sprintf("init container %s not run", c.Name))
+	for _, r := range rs {
+		if r.init && r.real.kind != kindProcess && r.real.kind != kindUnrealisable {
+			out = append(out, fmt.Sprintf("init container %s not run", r.spec.Name))
 		}
 	}
 	if len(pod.Spec.EphemeralContainers) > 0 {
@@ -138,29 +141,41 @@ func unsupported(pod *corev1.Pod) []string {
 	if sc := pod.Spec.SecurityContext; sc != nil && !reflect.DeepEqual(*sc, corev1.PodSecurityContext{}) {
 		out = append(out, "pod securityContext")
 	}
-	all := append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...)
-	for _, c := range all {
-		if !isSidecar(c) && slices.ContainsFunc(pod.Spec.InitContainers, func(ic corev1.Container) bool { return ic.Name == c.Name }) {
-			continue // not run at all: said above
+	for _, r := range rs {
+		c := r.spec
+		if r.init && r.real.kind != kindProcess {
+			continue // not run at all: said above (or unrealisable)
 		}
 		var what []string
-		if len(c.Command) > 0 || len(c.Args) > 0 {
-			what = append(what, "command/args")
-		}
-		if len(c.Env) > 0 || len(c.EnvFrom) > 0 {
-			what = append(what, "env")
+		if r.real.kind == kindEcho || r.real.kind == kindPause {
+			if len(c.Command) > 0 || len(c.Args) > 0 {
+				what = append(what, "command/args")
+			}
+			if len(c.Env) > 0 || len(c.EnvFrom) > 0 {
+				what = append(what, "env (only exec probes and hooks see it)")
+			}
 		}
 		if len(c.Resources.Requests) > 0 || len(c.Resources.Limits) > 0 || len(c.Resources.Claims) > 0 {
 			what = append(what, "resources (not enforced)")
 		}
-		if c.SecurityContext != nil {
+		if c.SecurityContext != nil && !reflect.DeepEqual(*c.SecurityContext, corev1.SecurityContext{}) {
 			what = append(what, "securityContext")
 		}
-		if c.Lifecycle != nil {
-			what = append(what, "lifecycle hooks not run")
+		if l := c.Lifecycle; l != nil {
+			for _, h := range []struct {
+				kind string
+				h    *corev1.LifecycleHandler
+			}{{"postStart", l.PostStart}, {"preStop", l.PreStop}} {
+				if h.h != nil && h.h.Exec == nil && h.h.HTTPGet == nil && h.h.Sleep == nil {
+					what = append(what, h.kind+" hook not run")
+				}
+			}
+			if l.StopSignal != nil {
+				what = append(what, "stopSignal (SIGTERM is sent)")
+			}
 		}
 		for _, p := range c.Ports {
-			if p.Protocol == corev1.ProtocolSCTP {
+			if p.Protocol == corev1.ProtocolSCTP && r.real.kind == kindEcho {
 				what = append(what, fmt.Sprintf("SCTP port %d not served", p.ContainerPort))
 			}
 			if p.HostPort != 0 {
@@ -171,13 +186,7 @@ func unsupported(pod *corev1.Pod) []string {
 			kind  string
 			probe *corev1.Probe
 		}{{"startup", c.StartupProbe}, {"readiness", c.ReadinessProbe}, {"liveness", c.LivenessProbe}} {
-			if pr.probe == nil {
-				continue
-			}
-			switch {
-			case pr.probe.Exec != nil:
-				what = append(what, pr.kind+" probe exec not supported")
-			case pr.probe.GRPC != nil:
+			if pr.probe != nil && pr.probe.GRPC != nil {
 				what = append(what, pr.kind+" probe grpc not supported")
 			}
 		}
@@ -188,9 +197,21 @@ func unsupported(pod *corev1.Pod) []string {
 	return out
 }
 
-// statusMessage is the Pod's status.message: what every container is, and what was ignored.
-func statusMessage(ignored []string) string {
-	msg := "lab kubelet: every container is kpbench's echo server on its declared ports (no image, no DNS)"
+// statusMessage is the Pod's status.message: what runs for each container, and what was
+// ignored.
+func statusMessage(rs []runnable, ignored []string) string {
+	parts := make([]string, 0, len(rs))
+	for _, r := range rs {
+		what := r.real.what
+		if r.real.kind == kindUnrealisable {
+			what = "not realisable: " + r.real.message
+		}
+		if r.init && r.real.kind != kindProcess && r.real.kind != kindUnrealisable {
+			what = "not run"
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s", r.spec.Name, what))
+	}
+	msg := "lab kubelet: " + strings.Join(parts, "; ")
 	if len(ignored) > 0 {
 		msg += "; ignored: " + strings.Join(ignored, "; ")
 	}

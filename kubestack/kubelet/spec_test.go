@@ -45,6 +45,7 @@ func TestContainerPorts(t *testing.T) {
 
 func TestUnsupported(t *testing.T) {
 	always := corev1.ContainerRestartPolicyAlways
+	const agnhost = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
 	tests := []struct {
 		name string
 		spec corev1.PodSpec
@@ -54,31 +55,52 @@ func TestUnsupported(t *testing.T) {
 		{name: "what every pod of a real API server has: the service-account volume",
 			spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "kube-api-access-x"}}, Containers: []corev1.Container{{Name: "c"}}},
 			want: []string{"volumes not mounted (kube-api-access-x)"}},
-		{name: "containers' fields", spec: corev1.PodSpec{Containers: []corev1.Container{{
+		{name: "an echo container's fields", spec: corev1.PodSpec{Containers: []corev1.Container{{
 			Name: "c", Command: []string{"sh"}, Env: []corev1.EnvVar{{Name: "A"}},
 			Resources:      corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
-			Lifecycle:      &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 1}}},
+			Lifecycle:      &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(1)}}, PostStart: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 1}}},
 			Ports:          []corev1.ContainerPort{{ContainerPort: 9, Protocol: corev1.ProtocolSCTP}, {ContainerPort: 80, HostPort: 8080}},
 			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}},
 			LivenessProbe:  &corev1.Probe{ProbeHandler: corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 9}}},
 			StartupProbe:   &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(80)}}},
 		}}},
-			want: []string{"container c: command/args, env, resources (not enforced), lifecycle hooks not run, SCTP port 9 not served, hostPort 8080 not opened, readiness probe exec not supported, liveness probe grpc not supported"}},
-		{name: "init containers are not run, sidecars are", spec: corev1.PodSpec{
-			InitContainers: []corev1.Container{{Name: "init", Command: []string{"x"}}, {Name: "side", RestartPolicy: &always, Env: []corev1.EnvVar{{Name: "A"}}}},
-			Containers:     []corev1.Container{{Name: "c"}},
-		}, want: []string{"init container init not run", "container side: env"}},
+			want: []string{"container c: command/args, env (only exec probes and hooks see it), resources (not enforced), preStop hook not run, SCTP port 9 not served, hostPort 8080 not opened, liveness probe grpc not supported"}},
+		{name: "an agnhost process honours command, args and env", spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "c", Image: agnhost, Args: []string{"netexec"}, Env: []corev1.EnvVar{{Name: "A"}}, SecurityContext: &corev1.SecurityContext{},
+		}}}},
+		{name: "init containers the echo server stands for are not run, sidecars and agnhost ones are", spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{
+				{Name: "init", Command: []string{"x"}},
+				{Name: "side", RestartPolicy: &always, Env: []corev1.EnvVar{{Name: "A"}}},
+				{Name: "real", Image: agnhost, Args: []string{"connect", "--timeout=1s", "10.0.0.1:80"}},
+			},
+			Containers: []corev1.Container{{Name: "c"}},
+		}, want: []string{"init container init not run", "container side: env (only exec probes and hooks see it)"}},
 		{name: "pod securityContext", spec: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: new(bool)}, Containers: []corev1.Container{{Name: "c"}}},
 			want: []string{"pod securityContext"}},
 		{name: "an empty pod securityContext says nothing", spec: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{}, Containers: []corev1.Container{{Name: "c"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, unsupported(&corev1.Pod{Spec: tt.spec}))
+			pod := &corev1.Pod{Spec: tt.spec}
+			assert.Equal(t, tt.want, unsupported(pod, runnables(pod, "/bin/agnhost")))
 		})
 	}
-	assert.Equal(t, "lab kubelet: every container is kpbench's echo server on its declared ports (no image, no DNS)", statusMessage(nil))
-	assert.Equal(t, "lab kubelet: every container is kpbench's echo server on its declared ports (no image, no DNS); ignored: a; b", statusMessage([]string{"a", "b"}))
+}
+
+func TestStatusMessage(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "init", Image: "busybox"}},
+		Containers: []corev1.Container{
+			{Name: "web", Image: "nginx", Ports: []corev1.ContainerPort{{ContainerPort: 80}}},
+			{Name: "srv", Image: "registry.k8s.io/e2e-test-images/agnhost:2.66.1", Args: []string{"serve-hostname"}},
+		},
+	}}
+	assert.Equal(t, "lab kubelet: init: not run; web: kpbench echo server on 80/TCP; "+
+		"srv: not realisable: /agnhost serve-hostname needs the agnhost binary, absent here: run `make upstream`",
+		statusMessage(runnables(pod, ""), nil))
+	assert.Equal(t, "lab kubelet: init: not run; web: kpbench echo server on 80/TCP; srv: process /agnhost serve-hostname; ignored: a; b",
+		statusMessage(runnables(pod, "/bin/agnhost"), []string{"a", "b"}))
 }
 
 func TestPodHostname(t *testing.T) {

@@ -15,17 +15,27 @@ const (
 	// and the lab kubelet ignores.
 	ReasonUnsupported = "LabKubeletUnsupported"
 	// ReasonInitNotRun is the terminated reason of an init container the lab kubelet did
-	// not run.
+	// not run (one the echo server would stand for).
 	ReasonInitNotRun = "NotRunByLabKubelet"
-	// ImageID is every container's imageID: what really runs.
+	// ReasonNotRealisable is the waiting reason, and the Warning event's, of a container
+	// the lab kubelet cannot run as its image says (an agnhost container without the
+	// agnhost binary).
+	ReasonNotRealisable = "NotRealisableByLabKubelet"
+	// ImageID is the imageID of a container realised by the echo server (or a pause
+	// container, realised by nothing).
 	ImageID = "kpbench-echo://"
+	// ProcessImageID starts the imageID of a container realised by a process, followed by
+	// the agnhost binary's path ("host" for another program of the host).
+	ProcessImageID = "kpbench-process://"
 )
 
 // containerRun is what the pod worker knows of one container instance, the input of its
 // ContainerStatus.
 type containerRun struct {
 	name, image string
+	imageID     string // "" before its first start: ImageID
 	sidecar     bool
+	init        bool  // a non-restartable init container
 	instance    int   // starts so far (the containerID's last part)
 	restarts    int32 // restartCount
 	running     bool
@@ -45,9 +55,9 @@ type podRun struct {
 	startTime       time.Time
 	sandbox         bool // the pod's network is made (or it is hostNetwork)
 	sandboxMessage  string
-	containers      []*containerRun
-	notRunInit      []corev1.Container // init containers reported as not run
-	terminal        corev1.PodPhase    // Failed or Succeeded once killed; "" before
+	restartPolicy   corev1.RestartPolicy
+	containers      []*containerRun // init containers (sidecars too) in order, then the others
+	terminal        corev1.PodPhase // Failed or Succeeded once ended; "" before
 	message         string
 	readinessGates  []corev1.PodReadinessGate
 	otherConditions []corev1.PodCondition // conditions others own (readiness gates')
@@ -85,44 +95,45 @@ func buildStatus(r *podRun, keep conditionKeeper, now metav1.Time) corev1.PodSta
 		t := metav1.NewTime(r.startTime)
 		st.StartTime = &t
 	}
-	for _, c := range r.notRunInit {
-		st.InitContainerStatuses = append(st.InitContainerStatuses, corev1.ContainerStatus{
-			Name: c.Name, Image: c.Image, ImageID: ImageID,
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: 0, Reason: ReasonInitNotRun, Message: "the lab kubelet does not run init containers",
-			}},
-		})
-	}
-	allRunning, allReady := true, true
+	allReady := true
 	var notReady []string
 	for _, c := range r.containers {
 		cs := c.status(r.uid)
-		if c.sidecar {
+		if c.init || c.sidecar {
 			st.InitContainerStatuses = append(st.InitContainerStatuses, cs)
 		} else {
 			st.ContainerStatuses = append(st.ContainerStatuses, cs)
 		}
-		allRunning = allRunning && c.running
+		if c.init {
+			continue
+		}
 		if !cs.Ready {
 			allReady = false
 			notReady = append(notReady, c.name)
 		}
 	}
-	switch {
-	case r.terminal != "":
-		st.Phase = r.terminal
-	case r.sandbox && allRunning && len(r.containers) > 0:
-		st.Phase = corev1.PodRunning
-	default:
-		st.Phase = corev1.PodPending
+	incomplete, notRun := initIncomplete(r)
+	if len(incomplete) > 0 {
+		for i := range st.ContainerStatuses {
+			if w := st.ContainerStatuses[i].State.Waiting; w != nil && w.Reason == "ContainerCreating" {
+				w.Reason = "PodInitializing"
+			}
+		}
+	}
+	st.Phase = r.terminal
+	if st.Phase == "" {
+		st.Phase = podPhase(r)
 	}
 
 	sandboxReason := ""
 	if !r.sandbox {
 		sandboxReason = "SandboxNotReady"
 	}
-	initReason := ""
-	if len(r.notRunInit) > 0 {
+	initOK, initReason, initMessage := len(incomplete) == 0, "", ""
+	switch {
+	case !initOK:
+		initReason, initMessage = "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: %v", incomplete)
+	case notRun:
 		initReason = ReasonInitNotRun // True, but say why it was this quick
 	}
 	crOK := allReady && r.terminal == ""
@@ -142,11 +153,81 @@ func buildStatus(r *podRun, keep conditionKeeper, now metav1.Time) corev1.PodSta
 	}
 	st.Conditions = []corev1.PodCondition{
 		keep.set(corev1.PodReadyToStartContainers, r.sandbox && r.terminal == "", sandboxReason, r.sandboxMessage, now),
-		keep.set(corev1.PodInitialized, true, initReason, "", now),
+		keep.set(corev1.PodInitialized, initOK, initReason, initMessage, now),
 		keep.set(corev1.ContainersReady, crOK, crReason, crMessage, now),
 		keep.set(corev1.PodReady, readyOK, readyReason, readyMessage, now),
 	}
 	return st
+}
+
+// initIncomplete lists the init containers that have not completed (restartable ones:
+// not started), and reports whether one of those completed was not run at all.
+func initIncomplete(r *podRun) (incomplete []string, notRun bool) {
+	for _, c := range r.containers {
+		switch {
+		case c.init && c.terminated != nil && c.terminated.ExitCode == 0:
+			notRun = notRun || c.terminated.Reason == ReasonInitNotRun
+		case c.init, c.sidecar && !(c.running && c.started) && r.terminal == "":
+			incomplete = append(incomplete, c.name)
+		}
+	}
+	return incomplete, notRun
+}
+
+// podPhase is a running pod's phase from its containers, as a kubelet computes it:
+// Pending until its network is made and its init containers completed (or an init
+// container failed for good: Failed), or while a container waits that never ran; Running
+// while one runs (or will be restarted); once every container ended for good, Succeeded
+// if they all exited 0, else Failed.
+func podPhase(r *podRun) corev1.PodPhase {
+	for _, c := range r.containers {
+		if c.init && c.terminated != nil && c.terminated.ExitCode != 0 {
+			return corev1.PodFailed // an init container failed and is not restarted
+		}
+	}
+	if incomplete, _ := initIncomplete(r); !r.sandbox || len(incomplete) > 0 {
+		return corev1.PodPending
+	}
+	var regular, waiting, running, stopped, succeeded int
+	for _, c := range r.containers {
+		if c.init || c.sidecar {
+			continue
+		}
+		regular++
+		switch {
+		case c.running:
+			running++
+		case c.terminated != nil:
+			stopped++
+			if c.terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case c.lastTerm != nil:
+			running++ // waiting to be restarted
+		default:
+			waiting++
+		}
+	}
+	switch {
+	case regular == 0 || waiting > 0:
+		return corev1.PodPending
+	case running > 0:
+		return corev1.PodRunning
+	case stopped == succeeded:
+		return corev1.PodSucceeded
+	}
+	return corev1.PodFailed
+}
+
+// terminalPhase is the final phase of a pod that was stopped: Succeeded if every regular
+// container exited 0, else Failed.
+func terminalPhase(r *podRun) corev1.PodPhase {
+	for _, c := range r.containers {
+		if !c.init && !c.sidecar && (c.terminated == nil || c.terminated.ExitCode != 0) {
+			return corev1.PodFailed
+		}
+	}
+	return corev1.PodSucceeded
 }
 
 // gateTrue reports whether the condition of a readiness gate is True.
@@ -162,14 +243,18 @@ func gateTrue(conds []corev1.PodCondition, t corev1.PodConditionType) bool {
 // status renders one container's status.
 func (c *containerRun) status(podUID string) corev1.ContainerStatus {
 	started := c.running && c.started
+	imageID := c.imageID
+	if imageID == "" {
+		imageID = ImageID
+	}
 	cs := corev1.ContainerStatus{
-		Name: c.name, Image: c.image, ImageID: ImageID,
+		Name: c.name, Image: c.image, ImageID: imageID,
 		Ready:        c.running && c.started && c.ready,
 		Started:      &started,
 		RestartCount: c.restarts,
 	}
 	if c.instance > 0 {
-		cs.ContainerID = fmt.Sprintf("kpbench://%s/%s/%d", podUID, c.name, c.instance-1)
+		cs.ContainerID = containerID(podUID, c.name, c.instance)
 	}
 	switch {
 	case c.terminated != nil:

@@ -113,9 +113,8 @@ func TestBuildStatus(t *testing.T) {
 		{name: "init containers not run, a sidecar runs", run: func() *podRun {
 			side := running("side", true)
 			side.sidecar = true
-			r := base(side, running("c", true))
-			r.notRunInit = []corev1.Container{{Name: "init", Image: "busybox"}}
-			return r
+			initC := &containerRun{name: "init", image: "busybox", init: true, terminated: &corev1.ContainerStateTerminated{Reason: ReasonInitNotRun}}
+			return base(initC, side, running("c", true))
 		}(), wantPhase: corev1.PodRunning,
 			wantConds: map[corev1.PodConditionType]corev1.ConditionStatus{corev1.PodReadyToStartContainers: T, corev1.PodInitialized: T, corev1.ContainersReady: T, corev1.PodReady: T},
 			check: func(t *testing.T, st corev1.PodStatus) {
@@ -129,6 +128,57 @@ func TestBuildStatus(t *testing.T) {
 						assert.Equal(t, ReasonInitNotRun, c.Reason)
 					}
 				}
+			}},
+		{name: "an init container runs: the others wait for it", run: func() *podRun {
+			initC := running("init", true)
+			initC.init = true
+			return base(initC, &containerRun{name: "c"})
+		}(), wantPhase: corev1.PodPending,
+			wantConds: map[corev1.PodConditionType]corev1.ConditionStatus{corev1.PodReadyToStartContainers: T, corev1.PodInitialized: F, corev1.ContainersReady: F, corev1.PodReady: F},
+			check: func(t *testing.T, st corev1.PodStatus) {
+				assert.Equal(t, "PodInitializing", st.ContainerStatuses[0].State.Waiting.Reason)
+				for _, c := range st.Conditions {
+					if c.Type == corev1.PodInitialized {
+						assert.Equal(t, "containers with incomplete status: [init]", c.Message)
+					}
+				}
+			}},
+		{name: "an init container failed, restartPolicy Never", run: func() *podRun {
+			initC := &containerRun{name: "init", init: true, instance: 1, terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}
+			r := base(initC, &containerRun{name: "c"})
+			r.restartPolicy = corev1.RestartPolicyNever
+			return r
+		}(), wantPhase: corev1.PodFailed,
+			wantConds: map[corev1.PodConditionType]corev1.ConditionStatus{corev1.PodReadyToStartContainers: T, corev1.PodInitialized: F, corev1.ContainersReady: F, corev1.PodReady: F}},
+		{name: "every container exited 0", run: base(
+			&containerRun{name: "a", instance: 1, terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}},
+			&containerRun{name: "b", instance: 1, terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}),
+			wantPhase: corev1.PodSucceeded,
+			wantConds: map[corev1.PodConditionType]corev1.ConditionStatus{corev1.PodReadyToStartContainers: T, corev1.PodInitialized: T, corev1.ContainersReady: F, corev1.PodReady: F}},
+		{name: "one exited 1 for good", run: base(
+			&containerRun{name: "a", instance: 1, terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}},
+			&containerRun{name: "b", instance: 1, terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}),
+			wantPhase: corev1.PodFailed,
+			wantConds: map[corev1.PodConditionType]corev1.ConditionStatus{corev1.PodReadyToStartContainers: T, corev1.PodInitialized: T, corev1.ContainersReady: F, corev1.PodReady: F}},
+		{name: "crash looping: Running, waiting with the last termination", run: base(
+			&containerRun{name: "a", instance: 2, restarts: 2, waitingReason: "CrashLoopBackOff",
+				lastTerm: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}}),
+			wantPhase: corev1.PodRunning,
+			wantConds: map[corev1.PodConditionType]corev1.ConditionStatus{corev1.PodReadyToStartContainers: T, corev1.PodInitialized: T, corev1.ContainersReady: F, corev1.PodReady: F},
+			check: func(t *testing.T, st corev1.PodStatus) {
+				cs := st.ContainerStatuses[0]
+				assert.Equal(t, "CrashLoopBackOff", cs.State.Waiting.Reason)
+				assert.Equal(t, int32(3), cs.LastTerminationState.Terminated.ExitCode)
+				assert.Equal(t, "kpbench://u1/a/1", cs.ContainerID)
+			}},
+		{name: "a process container reports what runs", run: func() *podRun {
+			c := running("c", true)
+			c.imageID = ProcessImageID + "/bin/agnhost"
+			return base(c)
+		}(), wantPhase: corev1.PodRunning,
+			wantConds: map[corev1.PodConditionType]corev1.ConditionStatus{corev1.PodReadyToStartContainers: T, corev1.PodInitialized: T, corev1.ContainersReady: T, corev1.PodReady: T},
+			check: func(t *testing.T, st corev1.PodStatus) {
+				assert.Equal(t, "kpbench-process:///bin/agnhost", st.ContainerStatuses[0].ImageID)
 			}},
 	}
 	for _, tt := range tests {
@@ -164,4 +214,26 @@ func TestBuildStatusKeepsTransitionTimes(t *testing.T) {
 	assert.Equal(t, t0, readyAt(buildStatus(r, keep, t1)), "still not ready")
 	c.ready = true
 	assert.Equal(t, t2, readyAt(buildStatus(r, keep, t2)), "ready since t2")
+}
+
+func TestTerminalPhase(t *testing.T) {
+	exited := func(code int32) *containerRun {
+		return &containerRun{name: "c", terminated: &corev1.ContainerStateTerminated{ExitCode: code}}
+	}
+	sidecar := exited(137)
+	sidecar.sidecar = true
+	tests := []struct {
+		name string
+		cs   []*containerRun
+		want corev1.PodPhase
+	}{
+		{name: "all exited 0 (sidecars do not count)", cs: []*containerRun{exited(0), exited(0), sidecar}, want: corev1.PodSucceeded},
+		{name: "agnhost pause exits 2 at SIGTERM", cs: []*containerRun{exited(0), exited(2)}, want: corev1.PodFailed},
+		{name: "never started", cs: []*containerRun{{name: "c"}}, want: corev1.PodFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, terminalPhase(&podRun{containers: tt.cs}))
+		})
+	}
 }
