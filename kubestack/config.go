@@ -3,6 +3,7 @@ package kubestack
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"kpbench.dev/kpbench/backends/kubeproxy"
@@ -31,6 +32,9 @@ type Config struct {
 	Proxy kubeproxy.Mode
 	// Port is the loopback port of the API forward (0: a free one).
 	Port int
+	// KubeProxyBinary is a kube-proxy binary to run instead of the one `make upstream`
+	// built (e.g. a pull request's build); empty for that one.
+	KubeProxyBinary string
 	// MinSyncPeriod is kube-proxy's minSyncPeriod (default 1s, kube-proxy's own default).
 	MinSyncPeriod time.Duration
 	// Dir is the cluster registry's directory (default DefaultDir); LabRegistryDir the
@@ -79,6 +83,11 @@ func (c *Config) Validate() error {
 		return bad("port: %d is out of range 0-65535", c.Port)
 	case c.MinSyncPeriod < 0:
 		return bad("kube-proxy minSyncPeriod: %s is negative", c.MinSyncPeriod)
+	}
+	if c.KubeProxyBinary != "" {
+		if st, err := os.Stat(c.KubeProxyBinary); err != nil || st.IsDir() || st.Mode().Perm()&0o111 == 0 {
+			return bad("kube-proxy binary %s: not an executable file", c.KubeProxyBinary)
+		}
 	}
 	switch c.Proxy {
 	case kubeproxy.ModeIPTables, kubeproxy.ModeNFTables, kubeproxy.ModeIPVS:
