@@ -19,6 +19,8 @@ const (
 	// Skipped: the spec started and skipped itself (e2eskipper), with a reason: the
 	// cluster lacks what it needs (nodes, SSH, a provider, ...).
 	Skipped Outcome = "skipped"
+	// Listed: a dry run selected the spec; it did not run.
+	Listed Outcome = "listed"
 )
 
 // Test is one spec's result in one run.
@@ -26,7 +28,7 @@ type Test struct {
 	// Name is the spec's full text, "[sig-network] Services should ...", with the
 	// node type prefixed for a suite node ("[SynchronizedBeforeSuite]").
 	Name string `json:"name"`
-	// Outcome is passed, failed or skipped.
+	// Outcome is passed, failed or skipped (listed in a dry run).
 	Outcome Outcome `json:"outcome"`
 	// Seconds is the spec's run time.
 	Seconds float64 `json:"seconds"`

@@ -39,11 +39,11 @@ type Report struct {
 	// Started is when the command started.
 	Started time.Time `json:"started"`
 	// Runs are the proxy modes' runs, in the order given.
-	Runs []Run `json:"runs"`
+	Runs []ModeRun `json:"runs"`
 }
 
-// Run is the suite's run against one cluster, one proxy mode.
-type Run struct {
+// ModeRun is the suite's run against one cluster, one proxy mode.
+type ModeRun struct {
 	// Mode is kube-proxy's mode: iptables, nftables or ipvs.
 	Mode string `json:"mode"`
 	// ClusterUpSeconds is the time `cluster up` took; E2ESeconds the wall time of e2e.test.
@@ -114,6 +114,13 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 		fmt.Fprintf(&b, ", %d background Services", r.BackgroundServices)
 	}
 	b.WriteString(".\n\n")
+	if r.DryRun {
+		for _, run := range r.Runs {
+			if run.Suite != nil {
+				fmt.Fprintf(&b, "%d specs selected, %d left out.\n\n", len(run.Suite.Tests), run.Suite.NotSelected)
+			}
+		}
+	}
 
 	b.WriteString("| mode | passed | failed | skipped | not selected | cluster up | e2e.test | error |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
@@ -190,7 +197,7 @@ func reasonCell(modes, reasons []string, have int) string {
 }
 
 // test returns the run's result for the named test.
-func (run *Run) test(name string) (Test, bool) {
+func (run *ModeRun) test(name string) (Test, bool) {
 	if run.Suite == nil {
 		return Test{}, false
 	}

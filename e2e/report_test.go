@@ -118,7 +118,7 @@ func sampleReport(t *testing.T) *Report {
 		Kubernetes: "v1.37.2", Focus: `\[sig-network\] Services`, Skip: `\[Serial\]|\[Disruptive\]`,
 		Nodes: 2, KubeProxy: "/var/cache/kpbench/upstream/v1.37.2/bin/kube-proxy",
 		Started: time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC),
-		Runs: []Run{
+		Runs: []ModeRun{
 			{Mode: "nftables", ClusterUpSeconds: 9.84, E2ESeconds: 431, JUnit: "nftables/junit_01.xml", Log: "nftables/e2e.log", Suite: nft},
 			{Mode: "iptables", ClusterUpSeconds: 10.2, E2ESeconds: 402, JUnit: "iptables/junit_01.xml", Log: "iptables/e2e.log", Suite: ipt,
 				Error: "e2e.test: interrupted (Ctrl-C)"},
@@ -144,13 +144,13 @@ func TestReportFailed(t *testing.T) {
 	fail := &Suite{Tests: []Test{{Name: "a", Outcome: Failed}}}
 	tests := []struct {
 		name string
-		runs []Run
+		runs []ModeRun
 		want bool
 	}{
-		{"all passed or skipped", []Run{{Mode: "nftables", Suite: pass}}, false},
-		{"a failed test", []Run{{Mode: "nftables", Suite: pass}, {Mode: "iptables", Suite: fail}}, true},
-		{"a run error with passing tests", []Run{{Mode: "nftables", Suite: pass, Error: "timeout"}}, true},
-		{"no junit", []Run{{Mode: "nftables"}}, true},
+		{"all passed or skipped", []ModeRun{{Mode: "nftables", Suite: pass}}, false},
+		{"a failed test", []ModeRun{{Mode: "nftables", Suite: pass}, {Mode: "iptables", Suite: fail}}, true},
+		{"a run error with passing tests", []ModeRun{{Mode: "nftables", Suite: pass, Error: "timeout"}}, true},
+		{"no junit", []ModeRun{{Mode: "nftables"}}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -39,9 +39,10 @@ const (
 	// DNSPod is the lab host CoreDNS runs in: a pod namespace on node-0 that is no API Pod
 	// (a lab kubelet names its pods namespace/name, so the two never collide).
 	DNSPod = "coredns"
-	// dnsManagedBy marks the EndpointSlice kpbench writes for the DNS Service: the
-	// EndpointSlice controller leaves slices of other managers alone.
-	dnsManagedBy = "kpbench.dev"
+	// ManagedBy is the endpointslice.kubernetes.io/managed-by label of the EndpointSlices
+	// kpbench writes into a cluster (the DNS Service's, `kpbench e2e`'s background ones):
+	// the EndpointSlice controller leaves slices of other managers alone.
+	ManagedBy = "kpbench.dev"
 	// dnsReadyPort is where CoreDNS's ready plugin answers 200 once the kubernetes plugin
 	// has synced with the API server.
 	dnsReadyPort = 8181
@@ -296,7 +297,7 @@ func publishDNS(ctx context.Context, client kubernetes.Interface, serviceIP, pod
 	dnsName, tcpName := "dns", "dns-tcp"
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: DNSServiceName + "-coredns", Namespace: DNSServiceNamespace, Labels: map[string]string{
-			discoveryv1.LabelServiceName: DNSServiceName, discoveryv1.LabelManagedBy: dnsManagedBy,
+			discoveryv1.LabelServiceName: DNSServiceName, discoveryv1.LabelManagedBy: ManagedBy,
 		}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints: []discoveryv1.Endpoint{{

@@ -84,7 +84,7 @@ and measures them with real traffic.`,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 	}
-	root.AddCommand(newLabCmd(), newClusterCmd(), newCheckCmd(), newRunCmd(), newConformCmd(), newReportCmd(), newCompareCmd(), newGateCmd(), newVMCmd(), newToolsCmd(), newVersionCmd(), newDiffRulesCmd(), newValidateCmd())
+	root.AddCommand(newLabCmd(), newClusterCmd(), newCheckCmd(), newRunCmd(), newConformCmd(), newReportCmd(), newCompareCmd(), newGateCmd(), newVMCmd(), newToolsCmd(), newVersionCmd(), newDiffRulesCmd(), newValidateCmd(), newE2ECmd())
 	refuseUnknownSubcommands(root)
 	return root
 }
