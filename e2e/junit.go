@@ -198,4 +198,3 @@ func failureReason(m *junitMessage) (reason, location string) {
 	}
 	return strings.Join(lines, "\n"), location
 }
-
