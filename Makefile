@@ -121,10 +121,11 @@ upstream:
 
 .PHONY: e2e-build
 ## e2e-build: build the upstream e2e test binary e2e.test (k8s.io/kubernetes/test/e2e at the
-## version of internal/upstream) beside the upstream binaries, for `kpbench e2e` (idempotent;
-## ~17 min cold on this 2-core machine, seconds warm): docs/e2e.md
+## version of internal/upstream) and the ginkgo CLI that runs it in parallel beside the
+## upstream binaries, for `kpbench e2e` (idempotent; ~17 min cold on this 2-core machine,
+## seconds warm): docs/e2e.md
 e2e-build: upstream
-	@bash hack/build-upstream.sh e2e.test
+	@bash hack/build-upstream.sh ginkgo e2e.test
 
 .PHONY: upstream-matrix tools-matrix
 

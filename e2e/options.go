@@ -28,6 +28,13 @@ const AlwaysSkip = `\[Serial\]|\[Disruptive\]`
 // DefaultFocus is the suite `kpbench e2e` runs unless told otherwise.
 const DefaultFocus = `\[sig-network\] Services`
 
+// DefaultParallel is Options.Parallel's default: the specs mostly wait (for pods, for
+// traffic to pass or not), so more processes than cores pay off; MaxParallel bounds it.
+const (
+	DefaultParallel = 4
+	MaxParallel     = 25
+)
+
 // MaxBackgroundServices bounds --background-services: each is a Service and an
 // EndpointSlice that every kube-proxy programs.
 const MaxBackgroundServices = 20000
@@ -52,6 +59,10 @@ type Options struct {
 	Out string
 	// Timeout bounds the suite on each mode (ginkgo's --timeout; default 30 minutes).
 	Timeout time.Duration
+	// Parallel is how many e2e.test processes run the specs at once, under the ginkgo CLI
+	// (default DefaultParallel; 1 runs e2e.test alone). The specs not marked [Serial] are
+	// written to run in parallel: upstream's jobs run 25 processes.
+	Parallel int
 	// DryRun lists the specs Focus and Skip select without a cluster (ginkgo's dry run).
 	DryRun bool
 	// Name names the clusters (default e2e plus the process id in base 36).
@@ -77,6 +88,9 @@ func (o *Options) Default() {
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 30 * time.Minute
+	}
+	if o.Parallel == 0 {
+		o.Parallel = DefaultParallel
 	}
 	if o.Name == "" {
 		o.Name = "e2e" + pidName(os.Getpid())
@@ -117,6 +131,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Timeout < 0 {
 		return bad("--timeout %s: must be positive", o.Timeout)
+	}
+	if o.Parallel < 1 || o.Parallel > MaxParallel {
+		return bad("--parallel %d: allowed values are 1-%d", o.Parallel, MaxParallel)
 	}
 	if o.BackgroundServices < 0 || o.BackgroundServices > MaxBackgroundServices {
 		return bad("--background-services %d: allowed values are 0-%d", o.BackgroundServices, MaxBackgroundServices)

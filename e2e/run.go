@@ -73,19 +73,23 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 // binaryPaths are the programs a run uses.
 type binaryPaths struct {
-	e2eTest, kubectl, kubeProxy string
+	e2eTest, ginkgo, kubectl, kubeProxy string
 }
 
-// binaries finds e2e.test (building it when it is missing and a kpbench checkout is at
-// hand), kubectl and the kube-proxy the clusters run.
+// binaries finds e2e.test and ginkgo (building them when missing and a kpbench checkout is
+// at hand), kubectl and the kube-proxy the clusters run.
 func binaries(ctx context.Context, o Options) (binaryPaths, error) {
 	var b binaryPaths
 	var err error
-	b.e2eTest = o.E2ETest
-	if b.e2eTest == "" {
-		if b.e2eTest, err = EnsureE2ETest(ctx, o.Progress); err != nil {
-			return b, err
+	if o.E2ETest != "" {
+		b.e2eTest = o.E2ETest
+		if o.Parallel > 1 {
+			if b.ginkgo, err = upstream.Binary(upstream.Ginkgo); err != nil {
+				return b, err
+			}
 		}
+	} else if b.e2eTest, b.ginkgo, err = EnsureE2ETest(ctx, o.Progress); err != nil {
+		return b, err
 	}
 	if o.DryRun {
 		return b, nil
@@ -116,9 +120,10 @@ func dryRun(ctx context.Context, o Options, bins binaryPaths) ModeRun {
 		run.Error = err.Error()
 		return run
 	}
-	args := append(suiteArgs(o, dir), "--ginkgo.dry-run")
+	o.Parallel = 1 // a listing needs no processes of its own
+	bin, args := command(o, bins, dir, nil, true)
 	t0 := time.Now()
-	err := runE2ETest(ctx, "", bins.e2eTest, args, dir, o.Progress)
+	err := runE2ETest(ctx, "", bin, args, dir, o.Progress)
 	run.E2ESeconds = time.Since(t0).Seconds()
 	readSuite(&run, o.Out, dir, err)
 	if run.Suite != nil {
@@ -183,14 +188,14 @@ func runMode(ctx context.Context, o Options, bins binaryPaths, m kubeproxy.Mode)
 		run.Error = "cluster has no client host to run e2e.test from"
 		return run
 	}
-	args := append(suiteArgs(o, dir),
-		"--kubeconfig="+kubeconfig, "--provider=local", "--kubectl-path="+bins.kubectl,
-		"--ginkgo.timeout="+o.Timeout.String())
+	bin, args := command(o, bins, dir, []string{
+		"--kubeconfig=" + kubeconfig, "--provider=local", "--kubectl-path=" + bins.kubectl,
+	}, false)
 	ectx, cancel := context.WithTimeout(ctx, o.Timeout+interruptGrace+time.Minute)
 	defer cancel()
 	log.Info("running e2e.test", "focus", o.Focus, "skip", o.skipPattern(), "from", client.Name)
 	te := time.Now()
-	err = runE2ETest(ectx, client.NetNSPath, bins.e2eTest, args, dir, o.Progress)
+	err = runE2ETest(ectx, client.NetNSPath, bin, args, dir, o.Progress)
 	run.E2ESeconds = time.Since(te).Seconds()
 	if ctx.Err() != nil {
 		err = fmt.Errorf("interrupted: %w", ctx.Err())
@@ -208,12 +213,28 @@ func errorOf(s string) error {
 	return errors.New(s)
 }
 
-// suiteArgs are e2e.test's flags common to a run and a dry run.
-func suiteArgs(o Options, dir string) []string {
-	return []string{
-		"--ginkgo.focus=" + o.Focus, "--ginkgo.skip=" + o.skipPattern(),
-		"--report-dir=" + dir, "--disable-log-dump", "--ginkgo.no-color",
+// command returns the program and arguments of a run: e2e.test itself with ginkgo's flags
+// as --ginkgo.*, or, with o.Parallel above 1, the ginkgo CLI running it in that many
+// processes (as upstream's hack/ginkgo-e2e.sh does). e2eArgs are e2e.test's own flags.
+func command(o Options, bins binaryPaths, dir string, e2eArgs []string, dryRun bool) (string, []string) {
+	ginkgoFlags := []string{"focus=" + o.Focus, "skip=" + o.skipPattern(), "timeout=" + o.Timeout.String(), "no-color"}
+	if dryRun {
+		ginkgoFlags = append(ginkgoFlags, "dry-run")
 	}
+	e2eArgs = append(e2eArgs, "--report-dir="+dir, "--disable-log-dump")
+	if o.Parallel <= 1 {
+		var args []string
+		for _, f := range ginkgoFlags {
+			args = append(args, "--ginkgo."+f)
+		}
+		return bins.e2eTest, append(args, e2eArgs...)
+	}
+	args := []string{"run", "--procs=" + strconv.Itoa(o.Parallel)}
+	for _, f := range ginkgoFlags {
+		args = append(args, "--"+f)
+	}
+	args = append(args, bins.e2eTest, "--")
+	return bins.ginkgo, append(args, e2eArgs...)
 }
 
 // readSuite fills run's JUnit, Log and Suite from dir; runErr is how e2e.test ended. A

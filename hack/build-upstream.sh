@@ -11,10 +11,12 @@
 #                                (its VERSION file gives the version it reports)
 #   e2e.test                     only when named: k8s.io/kubernetes/test/e2e, `go test -c`
 #                                (make e2e-build; ~17 min cold, the biggest build by far)
+#   ginkgo                       only when named: the ginkgo CLI (the version k8s.io/kubernetes
+#                                requires), which runs e2e.test in parallel processes
 # into $KPBENCH_UPSTREAM_DIR or /var/cache/kpbench/upstream/<version>/bin.
 #
 #   hack/build-upstream.sh              every binary but e2e.test
-#   hack/build-upstream.sh e2e.test     only the named ones
+#   hack/build-upstream.sh e2e.test ginkgo   only the named ones
 #
 # Idempotent: a binary that exists, reports the pinned version and (coredns, agnhost, e2e.test,
 # whose version does not name all their inputs) was built from the same go.mod, go.sum and
@@ -75,14 +77,14 @@ build() {
 
 # wanted NAME: NAME was asked for (every default binary when no name was given)
 wanted() {
-	if [[ ${#names[@]} -eq 0 ]]; then [[ $1 != e2e.test ]]; return; fi
+	if [[ ${#names[@]} -eq 0 ]]; then [[ $1 != e2e.test && $1 != ginkgo ]]; return; fi
 	local n; for n in "${names[@]}"; do [[ $n == "$1" ]] && return 0; done; return 1
 }
 names=("$@")
 for n in "${names[@]}"; do
 	case $n in
-	kube-apiserver | kube-proxy | etcd | kube-controller-manager | kube-scheduler | kubectl | coredns | agnhost | e2e.test) ;;
-	*) echo "build-upstream: unknown binary $n (kube-apiserver, kube-proxy, etcd, kube-controller-manager, kube-scheduler, kubectl, coredns, agnhost, e2e.test)" >&2; exit 2 ;;
+	kube-apiserver | kube-proxy | etcd | kube-controller-manager | kube-scheduler | kubectl | coredns | agnhost | e2e.test | ginkgo) ;;
+	*) echo "build-upstream: unknown binary $n (kube-apiserver, kube-proxy, etcd, kube-controller-manager, kube-scheduler, kubectl, coredns, agnhost, e2e.test, ginkgo)" >&2; exit 2 ;;
 	esac
 done
 
@@ -101,6 +103,10 @@ if wanted agnhost; then
 	kdir=$(cd "$mod" && GOWORK=off go list -m -f '{{.Dir}}' k8s.io/kubernetes)
 	aver=$(cat "$kdir/test/images/agnhost/VERSION")
 	have agnhost "$aver" || build agnhost k8s.io/kubernetes/test/images/agnhost "-s -w -X main.Version=$aver"
+fi
+if wanted ginkgo; then
+	gver=$(cd "$mod" && GOWORK=off go list -m -f '{{.Version}}' github.com/onsi/ginkgo/v2)
+	have ginkgo "Ginkgo Version ${gver#v}" version || build ginkgo github.com/onsi/ginkgo/v2/ginkgo "-s -w" version
 fi
 if wanted e2e.test; then
 	GOCMD="test -c" have e2e.test "GitVersion:\"$kver\"" --version || GOCMD="test -c" build e2e.test k8s.io/kubernetes/test/e2e "$kldflags" --version

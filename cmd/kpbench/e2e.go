@@ -41,6 +41,9 @@ is built. Ctrl-C stops e2e.test and tears the cluster down. See docs/e2e.md.`,
 			if o.Nodes < 1 { // 0 would mean "the default" to e2e.Options
 				return badInput("--nodes %d: allowed values are 1-%d", o.Nodes, kubestack.MaxNodes)
 			}
+			if o.Parallel < 1 {
+				return badInput("--parallel %d: allowed values are 1-%d", o.Parallel, e2e.MaxParallel)
+			}
 			if o.Timeout <= 0 {
 				return badInput("--timeout %s: must be positive", o.Timeout)
 			}
@@ -91,6 +94,7 @@ is built. Ctrl-C stops e2e.test and tears the cluster down. See docs/e2e.md.`,
 	fl.IntVar(&o.BackgroundServices, "background-services", 0, fmt.Sprintf("make this many extra Services with EndpointSlices (namespace %s) before the run (0-%d)", e2e.BackgroundNamespace, e2e.MaxBackgroundServices))
 	fl.StringVar(&o.Out, "out", "", "output directory (required)")
 	fl.DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound of the suite on each mode (ginkgo's --timeout)")
+	fl.IntVar(&o.Parallel, "parallel", e2e.DefaultParallel, fmt.Sprintf("e2e.test processes running specs at once, under the ginkgo CLI (1-%d; 1: e2e.test alone)", e2e.MaxParallel))
 	fl.BoolVar(&o.DryRun, "dry-run", false, "only list the specs --focus and --skip select (ginkgo's --dry-run): no cluster, no root")
 	fl.StringVar(&o.Name, "name", "", "name of the clusters (1-10 of a-z, 0-9; default e2e and the process id)")
 	fl.StringVar(&o.E2ETest, "e2e-test", "", "an e2e.test binary of your own instead of the one 'make e2e-build' built")

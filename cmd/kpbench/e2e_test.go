@@ -43,6 +43,8 @@ func TestE2EBadInput(t *testing.T) {
 		{"kube-proxy absent", []string{"--proxy", "nftables", "--kube-proxy", filepath.Join(dir, "nope"), "--out", out}, "--kube-proxy " + filepath.Join(dir, "nope")},
 		{"kube-proxy not executable", []string{"--proxy", "nftables", "--kube-proxy", notExec, "--out", out}, "not an executable file"},
 		{"background services", []string{"--proxy", "nftables", "--background-services", "-1", "--out", out}, "--background-services -1: allowed values are 0-20000"},
+		{"no parallel", []string{"--proxy", "nftables", "--parallel", "0", "--out", out}, "--parallel 0: allowed values are 1-25"},
+		{"too parallel", []string{"--proxy", "nftables", "--parallel", "26", "--out", out}, "--parallel 26: allowed values are 1-25"},
 		{"timeout", []string{"--proxy", "nftables", "--timeout", "0s", "--out", out}, "--timeout 0s: must be positive"},
 		{"bad name", []string{"--proxy", "nftables", "--name", "Bad", "--out", out}, "--name Bad"},
 		{"out is a file", []string{"--proxy", "nftables", "--out", notExec}, "--out " + notExec + ": not a directory"},

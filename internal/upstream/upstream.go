@@ -59,6 +59,10 @@ const (
 // by far the longest build (~17 min cold here) and only `kpbench e2e` needs it.
 const E2ETest = "e2e.test"
 
+// Ginkgo is the ginkgo CLI (github.com/onsi/ginkgo/v2/ginkgo, the version k8s.io/kubernetes
+// requires), which runs E2ETest in parallel processes; built with it by `make e2e-build`.
+const Ginkgo = "ginkgo"
+
 // Names lists every binary `make upstream` builds, in build order.
 func Names() []string {
 	return []string{KubeAPIServer, KubeProxy, Etcd, KubeControllerManager, KubeScheduler, Kubectl, CoreDNS, Agnhost}
@@ -86,7 +90,7 @@ func BinDir() string {
 // or an error saying which make target builds it when it is not there.
 func Binary(name string) (string, error) {
 	target := "make upstream"
-	known := name == E2ETest
+	known := name == E2ETest || name == Ginkgo
 	if known {
 		target = "make e2e-build"
 	}
@@ -94,7 +98,7 @@ func Binary(name string) (string, error) {
 		known = known || n == name
 	}
 	if !known {
-		return "", fmt.Errorf("upstream binary %q: unknown (have %v and %s)", name, Names(), E2ETest)
+		return "", fmt.Errorf("upstream binary %q: unknown (have %v, %s and %s)", name, Names(), E2ETest, Ginkgo)
 	}
 	p := filepath.Join(BinDir(), name)
 	switch err := executable(p); {
