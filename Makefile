@@ -111,12 +111,20 @@ scale: deps build
 soak: deps build
 	./$(BIN) run scenarios/churn.yaml --backend iptables,iptables-legacy,nftables --out $(OUT)
 
-## upstream: build kube-apiserver, kube-proxy, kube-controller-manager, kube-scheduler, kubectl and
-## etcd (versions in internal/upstream) from their Go
+## upstream: build kube-apiserver, kube-proxy, kube-controller-manager, kube-scheduler, kubectl,
+## etcd, coredns and agnhost (versions in internal/upstream) from their Go
 ## modules into /var/cache/kpbench/upstream/<version>/bin (idempotent; make test runs it; tests
 ## that need them skip with "run make upstream" unless KPBENCH_REQUIRE_UPSTREAM=1, as in CI)
 upstream:
 	@bash hack/build-upstream.sh
+
+.PHONY: e2e-build
+## e2e-build: build the upstream e2e test binary e2e.test (k8s.io/kubernetes/test/e2e at the
+## version of internal/upstream) and the ginkgo CLI that runs it in parallel beside the
+## upstream binaries, for `kpbench e2e` (idempotent; ~17 min cold on this 2-core machine,
+## seconds warm): docs/e2e.md
+e2e-build: upstream
+	@bash hack/build-upstream.sh ginkgo e2e.test
 
 .PHONY: upstream-matrix tools-matrix
 

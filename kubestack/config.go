@@ -3,6 +3,7 @@ package kubestack
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -32,6 +33,9 @@ type Config struct {
 	Proxy kubeproxy.Mode
 	// Port is the loopback port of the API forward (0: a free one).
 	Port int
+	// KubeProxyBinary is a kube-proxy binary to run instead of the one `make upstream`
+	// built (e.g. a pull request's build); empty for that one.
+	KubeProxyBinary string
 	// MinSyncPeriod is kube-proxy's minSyncPeriod (default 1s, kube-proxy's own default).
 	MinSyncPeriod time.Duration
 	// Dir is the cluster registry's directory (default DefaultDir); LabRegistryDir the
@@ -80,6 +84,11 @@ func (c *Config) Validate() error {
 		return bad("port: %d is out of range 0-65535", c.Port)
 	case c.MinSyncPeriod < 0:
 		return bad("kube-proxy minSyncPeriod: %s is negative", c.MinSyncPeriod)
+	}
+	if c.KubeProxyBinary != "" {
+		if st, err := os.Stat(c.KubeProxyBinary); err != nil || st.IsDir() || st.Mode().Perm()&0o111 == 0 {
+			return bad("kube-proxy binary %s: not an executable file", c.KubeProxyBinary)
+		}
 	}
 	if !c.Proxy.Valid() {
 		modes := make([]string, 0, len(kubeproxy.Modes()))

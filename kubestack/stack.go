@@ -47,6 +47,7 @@ type Stack struct {
 	forward  *controlplane.Forward
 	kubelets []*kubelet.Kubelet
 	proxies  []*kubeproxy.Backend
+	dns      *DNS
 	down     bool
 }
 
@@ -66,7 +67,7 @@ func WithLogPath(p string) Option { return func(o *options) { o.logPath = p } }
 
 // Binaries are the upstream binaries a cluster runs (kubectl is for its users).
 func Binaries() []string {
-	return []string{upstream.Etcd, upstream.KubeAPIServer, upstream.KubeControllerManager, upstream.KubeScheduler, upstream.KubeProxy}
+	return []string{upstream.Etcd, upstream.KubeAPIServer, upstream.KubeControllerManager, upstream.KubeScheduler, upstream.KubeProxy, upstream.CoreDNS}
 }
 
 // CheckProxy refuses a proxy mode this kernel cannot run (ipvs without IPVS), wrapping
@@ -106,6 +107,9 @@ func Up(ctx context.Context, cfg Config, opts ...Option) (_ *Stack, err error) {
 			return nil, fmt.Errorf("cluster %s: %w", cfg.Name, err)
 		}
 		bins[n] = p
+	}
+	if cfg.KubeProxyBinary != "" {
+		bins[upstream.KubeProxy] = cfg.KubeProxyBinary
 	}
 	if err := lab.CheckMachine(cfg.labConfig()); err != nil {
 		return nil, err
@@ -157,7 +161,7 @@ func (c *Stack) build(ctx context.Context, bins map[string]string) error {
 
 	cp, err := controlplane.Start(ctx, l, controlplane.Options{
 		Controllers: true, Dir: filepath.Join(c.registry.ClusterDir(cfg.Name), "controlplane"),
-		StartTimeout: cfg.StartTimeout,
+		StartTimeout: cfg.StartTimeout, ServiceCIDR: ServiceCIDR(),
 	})
 	if err != nil {
 		return err
@@ -189,6 +193,10 @@ func (c *Stack) build(ctx context.Context, bins map[string]string) error {
 		return err
 	}
 	if err := c.update(func(r *Record) { r.Server = fw.Server() }); err != nil {
+		return err
+	}
+
+	if err := c.startDNS(ctx, cp, l, bins[upstream.CoreDNS]); err != nil {
 		return err
 	}
 
@@ -369,6 +377,10 @@ func (c *Stack) Kubeconfig() string { return c.registry.Kubeconfig(c.cfg.Name) }
 // Lab returns the cluster's lab.
 func (c *Stack) Lab() *lab.Lab { return c.lab }
 
+// ControlPlane returns the cluster's control plane (its admin kubeconfig and REST
+// configuration, for clients of the cluster such as the e2e suite).
+func (c *Stack) ControlPlane() *controlplane.ControlPlane { return c.cp }
+
 // Record returns a copy of the cluster's record.
 func (c *Stack) Record() Record {
 	c.mu.Lock()
@@ -403,7 +415,7 @@ func (c *Stack) Down(ctx context.Context) error {
 		return nil
 	}
 	c.down = true
-	kubelets, proxies, fw, cp, l := c.kubelets, c.proxies, c.forward, c.cp, c.lab
+	kubelets, proxies, dns, fw, cp, l := c.kubelets, c.proxies, c.dns, c.forward, c.cp, c.lab
 	c.mu.Unlock()
 	_ = c.update(func(r *Record) { r.State = lab.StateStopping })
 	var errs []error
@@ -422,6 +434,9 @@ func (c *Stack) Down(ctx context.Context) error {
 	}
 	wg.Wait()
 	errs = append(errs, perr...)
+	if dns != nil {
+		errs = append(errs, dns.stop(ctx, 5*time.Second))
+	}
 	if fw != nil {
 		errs = append(errs, fw.Close())
 	}

@@ -40,7 +40,7 @@ const agnhost = "registry.k8s.io/e2e-test-images/agnhost:2.53"
 func upCluster(t *testing.T, mode kubeproxy.Mode) (*kubestack.Stack, kubernetes.Interface) {
 	t.Helper()
 	testutil.RequireRoot(t)
-	upstreamtest.Require(t, upstream.Etcd, upstream.KubeAPIServer, upstream.KubeControllerManager, upstream.KubeScheduler, upstream.KubeProxy)
+	upstreamtest.Require(t, upstream.Etcd, upstream.KubeAPIServer, upstream.KubeControllerManager, upstream.KubeScheduler, upstream.KubeProxy, upstream.CoreDNS)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c, err := kubestack.Up(ctx, kubestack.Config{Name: "t" + testutil.RandomID(t, 6), Nodes: 2, Proxy: mode, Dir: t.TempDir()})

@@ -73,7 +73,7 @@ func TestClusterBadInput(t *testing.T) {
 // and nothing of the cluster remains: no namespace, process, listener or file.
 func TestClusterCrashIsSwept(t *testing.T) {
 	testutil.RequireRoot(t)
-	upstreamtest.Require(t, upstream.Etcd, upstream.KubeAPIServer, upstream.KubeControllerManager, upstream.KubeScheduler, upstream.KubeProxy)
+	upstreamtest.Require(t, upstream.Etcd, upstream.KubeAPIServer, upstream.KubeControllerManager, upstream.KubeScheduler, upstream.KubeProxy, upstream.CoreDNS)
 	dir := t.TempDir()
 	name := "t" + testutil.RandomID(t, 6)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

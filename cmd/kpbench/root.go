@@ -84,7 +84,7 @@ and measures them with real traffic.`,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 	}
-	root.AddCommand(newLabCmd(), newClusterCmd(), newCheckCmd(), newRunCmd(), newConformCmd(), newReportCmd(), newCompareCmd(), newGateCmd(), newVMCmd(), newToolsCmd(), newVersionCmd(), newDiffRulesCmd(), newValidateCmd(), newPodExecCmd())
+	root.AddCommand(newLabCmd(), newClusterCmd(), newCheckCmd(), newRunCmd(), newConformCmd(), newReportCmd(), newCompareCmd(), newGateCmd(), newVMCmd(), newToolsCmd(), newVersionCmd(), newDiffRulesCmd(), newValidateCmd(), newPodExecCmd(), newE2ECmd())
 	root.SetHelpCommand(newHelpCmd())
 	addVersionFlag(root)
 	refuseUnknownSubcommands(root)

@@ -20,6 +20,10 @@ const KubernetesVersion = "v1.37.2"
 // KubernetesVersion itself requires (go.etcd.io/etcd/server/v3 in its go.mod).
 const EtcdVersion = "v3.7.0"
 
+// CoreDNSVersion is the CoreDNS release (github.com/coredns/coredns, tools/coredns) that
+// `make upstream` builds as the cluster DNS of `kpbench cluster up`.
+const CoreDNSVersion = "v1.15.0"
+
 // DirEnv overrides BinDir.
 const DirEnv = "KPBENCH_UPSTREAM_DIR"
 
@@ -42,11 +46,26 @@ const (
 	KubeControllerManager = "kube-controller-manager"
 	KubeScheduler         = "kube-scheduler"
 	Kubectl               = "kubectl"
+	// CoreDNS is the cluster DNS of `kpbench cluster up` (CoreDNSVersion, with the
+	// kubernetes plugin); Agnhost the binary of the e2e tests' test image
+	// (k8s.io/kubernetes/test/images/agnhost at KubernetesVersion), which the lab kubelet
+	// runs for pods of that image.
+	CoreDNS = "coredns"
+	Agnhost = "agnhost"
 )
+
+// E2ETest is the upstream end-to-end test binary (k8s.io/kubernetes/test/e2e at
+// KubernetesVersion, `go test -c`), built apart from Names by `make e2e-build` because it is
+// by far the longest build (~17 min cold here) and only `kpbench e2e` needs it.
+const E2ETest = "e2e.test"
+
+// Ginkgo is the ginkgo CLI (github.com/onsi/ginkgo/v2/ginkgo, the version k8s.io/kubernetes
+// requires), which runs E2ETest in parallel processes; built with it by `make e2e-build`.
+const Ginkgo = "ginkgo"
 
 // Names lists every binary `make upstream` builds, in build order.
 func Names() []string {
-	return []string{KubeAPIServer, KubeProxy, Etcd, KubeControllerManager, KubeScheduler, Kubectl}
+	return []string{KubeAPIServer, KubeProxy, Etcd, KubeControllerManager, KubeScheduler, Kubectl, CoreDNS, Agnhost}
 }
 
 // Root is the directory holding one directory per built version, each with its bin/:
@@ -67,21 +86,26 @@ func BinDir() string {
 	return filepath.Join(Root(), KubernetesVersion, "bin")
 }
 
-// Binary returns the path of the upstream binary name (one of Names) in BinDir, or an error saying to run `make upstream` when it is not there.
+// Binary returns the path of the upstream binary name (one of Names, or E2ETest) in BinDir,
+// or an error saying which make target builds it when it is not there.
 func Binary(name string) (string, error) {
-	known := false
+	target := "make upstream"
+	known := name == E2ETest || name == Ginkgo
+	if known {
+		target = "make e2e-build"
+	}
 	for _, n := range Names() {
 		known = known || n == name
 	}
 	if !known {
-		return "", fmt.Errorf("upstream binary %q: unknown (have %v)", name, Names())
+		return "", fmt.Errorf("upstream binary %q: unknown (have %v, %s and %s)", name, Names(), E2ETest, Ginkgo)
 	}
 	p := filepath.Join(BinDir(), name)
 	switch err := executable(p); {
 	case errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("upstream %s %s: %s not found: run `make upstream` (builds it from source, ~6-20 min)", name, KubernetesVersion, p)
+		return "", fmt.Errorf("upstream %s %s: %s not found: run `%s` (builds it from source, ~6-20 min)", name, KubernetesVersion, p, target)
 	case errors.Is(err, errNotExecutable):
-		return "", fmt.Errorf("upstream %s: %s is not an executable file: run `make upstream`", name, p)
+		return "", fmt.Errorf("upstream %s: %s is not an executable file: run `%s`", name, p, target)
 	case err != nil:
 		return "", fmt.Errorf("upstream %s: %w", name, err)
 	}

@@ -24,6 +24,8 @@ func TestBinary(t *testing.T) {
 		{name: KubeProxy, wantErr: "not an executable file: run `make upstream`"},
 		{name: KubeAPIServer, wantErr: "not an executable file"},
 		{name: KubeScheduler, wantErr: "not found: run `make upstream`"},
+		{name: CoreDNS, wantErr: "not found: run `make upstream`"},
+		{name: E2ETest, wantErr: "not found: run `make e2e-build`"},
 		{name: "kubelet", wantErr: "unknown"},
 	}
 	for _, tc := range tests {
