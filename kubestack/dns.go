@@ -25,14 +25,15 @@ import (
 	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/upstream"
 	"kpbench.dev/kpbench/kubestack/controlplane"
+	"kpbench.dev/kpbench/kubestack/kubelet"
 	"kpbench.dev/kpbench/lab"
 )
 
 // The cluster DNS, as kubeadm and kind name it: a Service kube-system/kube-dns at the tenth
-// address of the Service range, answering for ClusterDomain.
+// address of the Service range (kubelet.DefaultClusterDNS), answering for ClusterDomain.
 const (
 	// ClusterDomain is the cluster's DNS domain (the kubelet's clusterDomain).
-	ClusterDomain = "cluster.local"
+	ClusterDomain = kubelet.DefaultClusterDomain
 	// DNSServiceNamespace and DNSServiceName name the cluster DNS Service.
 	DNSServiceNamespace = metav1.NamespaceSystem
 	DNSServiceName      = "kube-dns"
@@ -50,17 +51,6 @@ const (
 
 // ServiceCIDR is the Service range of a Stack's API server (--service-cluster-ip-range).
 func ServiceCIDR() netip.Prefix { return netip.MustParsePrefix("10.96.0.0/12") }
-
-// DNSServiceIP returns the ClusterIP of the cluster DNS Service: the tenth address of the
-// Service range (10.96.0.10 for 10.96.0.0/12), as kubeadm chooses it. Pods' resolv.conf
-// (dnsPolicy ClusterFirst) names it.
-func DNSServiceIP(serviceCIDR netip.Prefix) netip.Addr {
-	a := serviceCIDR.Masked().Addr()
-	for range 10 {
-		a = a.Next()
-	}
-	return a
-}
 
 // DNS is a Stack's cluster DNS: the real CoreDNS (built by `make upstream`, tools/coredns)
 // serving ClusterDomain and the reverse zones from the API server, in a pod namespace of
@@ -123,7 +113,7 @@ func (c *Stack) startDNS(ctx context.Context, cp *controlplane.ControlPlane, l *
 	if err := os.WriteFile(conf, []byte(corefile(h.IP, kc, "kpbench-"+l.Name())), 0o600); err != nil {
 		return fmt.Errorf("cluster DNS: %w", err)
 	}
-	d := &DNS{ServiceIP: DNSServiceIP(ServiceCIDR()), Host: *h, Log: filepath.Join(dir, "coredns.log"), done: make(chan struct{})}
+	d := &DNS{ServiceIP: kubelet.DefaultClusterDNS(ServiceCIDR()), Host: *h, Log: filepath.Join(dir, "coredns.log"), done: make(chan struct{})}
 	c.mu.Lock()
 	c.dns = d
 	c.mu.Unlock()

@@ -16,21 +16,8 @@ import (
 
 	"kpbench.dev/kpbench/backends/kubeproxy"
 	"kpbench.dev/kpbench/internal/netns"
-	"kpbench.dev/kpbench/kubestack"
 	"kpbench.dev/kpbench/lab"
 )
-
-func TestDNSServiceIP(t *testing.T) {
-	tests := []struct{ cidr, want string }{
-		{"10.96.0.0/12", "10.96.0.10"},
-		{"10.96.5.7/12", "10.96.0.10"},
-		{"172.20.0.0/16", "172.20.0.10"},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, kubestack.DNSServiceIP(netip.MustParsePrefix(tt.cidr)).String(), tt.cidr)
-	}
-	assert.Equal(t, "10.96.0.10", kubestack.DNSServiceIP(kubestack.ServiceCIDR()).String())
-}
 
 // resolverIn returns a resolver that sends its queries from inside the namespace at nsPath
 // to server, as a pod's stub resolver does with the nameserver of its resolv.conf.

@@ -250,7 +250,8 @@ func (c *Stack) startKubelets(ctx context.Context, cp *controlplane.ControlPlane
 			dir := c.registry.ClusterDir(c.cfg.Name)
 			k, err := kubelet.Start(gctx, kubelet.Options{Node: n, Network: l, Config: rc, Logger: c.log,
 				API:      &kubelet.APIOptions{Certificate: cert, ClientCAs: cas},
-				StateDir: filepath.Join(dir, "kubelet", n.Name), Logs: kubelet.FileLogs{Dir: filepath.Join(dir, "logs")}})
+				StateDir: filepath.Join(dir, "kubelet", n.Name), Logs: kubelet.FileLogs{Dir: filepath.Join(dir, "logs")},
+				ClusterDNS: kubelet.DefaultClusterDNS(ServiceCIDR()), ClusterDomain: ClusterDomain})
 			kubelets[i] = k
 			return err
 		})
