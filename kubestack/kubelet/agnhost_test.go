@@ -49,7 +49,6 @@ func requireAgnhost(t *testing.T) string {
 func labKubelet(t *testing.T, ctx context.Context, agnhost string) (*Kubelet, *fake.Clientset, lab.Host) {
 	t.Helper()
 	testutil.RequireRoot(t)
-	testutil.RequireBinary(t, "nsenter", "unshare", "hostname", "mount")
 	l, err := lab.Up(ctx, lab.Config{Name: "t" + testutil.RandomID(t, 6), Nodes: 1})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, l.Down(context.Background())) })

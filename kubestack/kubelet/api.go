@@ -32,6 +32,12 @@ func (o *Options) apiDefaults() error {
 	if o.Agnhost == "" {
 		o.Agnhost = AgnhostPath()
 	}
+	if len(o.ExecHelper) == 0 {
+		// The running binary itself, even when its file was replaced (make build) while
+		// the cluster runs.
+		o.ExecHelper = []string{"/proc/self/exe", PodExecCommand}
+	}
+	o.ExecHelper = slices.Clone(o.ExecHelper)
 	if o.API == nil {
 		return nil
 	}
@@ -46,12 +52,6 @@ func (o *Options) apiDefaults() error {
 	if len(api.Certificate.Certificate) == 0 || api.ClientCAs == nil {
 		return errors.New("the kubelet API needs a serving certificate and the client CAs")
 	}
-	if len(o.ExecHelper) == 0 {
-		// The running binary itself, even when its file was replaced (make build) while
-		// the cluster runs.
-		o.ExecHelper = []string{"/proc/self/exe", PodExecCommand}
-	}
-	o.ExecHelper = slices.Clone(o.ExecHelper)
 	return nil
 }
 
@@ -70,11 +70,6 @@ func (k *Kubelet) startAPI(ctx context.Context) error {
 	if o == nil {
 		return nil
 	}
-	root, err := execRootDir(k.opts.StateDir)
-	if err != nil {
-		return err
-	}
-	k.execRoot, k.execer = root, helperExecutor(k.opts.ExecHelper)
 	authz := o.Authorizer
 	if authz == nil {
 		authz = newReviewAuthorizer(k.client)
@@ -92,6 +87,7 @@ func (k *Kubelet) startAPI(ctx context.Context) error {
 		})
 		return l, err
 	}
+	var err error
 	k.api, err = serveAPI(listen, newAPIHandler(k.opts.Node.Name, k, authz, k.log), o, k.log)
 	return err
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -107,28 +106,25 @@ func (w *podWorker) procSpec(ctx context.Context, pod *corev1.Pod, c *container)
 	if err != nil && c.r.real.kind == kindProcess {
 		return procSpec{}, err
 	}
-	hosts, resolv, err := w.ensurePodFiles(pod)
+	binds, err := w.ensurePodFiles(pod)
 	if err != nil {
 		return procSpec{}, err
 	}
 	hostname := podHostname(pod, node.Name)
 	return procSpec{
 		argv: expandArgv(c.r.real.argv, env), env: runtimeEnv(env, hostname), dir: c.r.spec.WorkingDir,
-		netns: w.nsPath, hostname: hostname, hosts: hosts, resolv: resolv,
+		netns: w.nsPath, hostname: hostname, binds: binds,
 	}, nil
 }
 
 // ensurePodFiles writes the pod's files (the sandbox's: those a kubectl exec into the pod
-// sees too) and returns the paths of its /etc/hosts and /etc/resolv.conf.
-func (w *podWorker) ensurePodFiles(pod *corev1.Pod) (hosts, resolv string, err error) {
+// sees too) and returns what its processes get mounted over the host's files.
+func (w *podWorker) ensurePodFiles(pod *corev1.Pod) ([][2]string, error) {
 	sb := w.sandboxRef.Load()
 	if sb == nil {
-		return "", "", errors.New("pod files: the pod's network is not made")
+		return nil, errors.New("pod files: the pod's network is not made")
 	}
-	if _, err := w.k.podFiles(podTarget{pod: pod, sb: sb}); err != nil {
-		return "", "", err
-	}
-	return filepath.Join(sb.dir, "hosts"), filepath.Join(sb.dir, "resolv.conf"), nil
+	return w.k.podFiles(podTarget{pod: pod, sb: sb})
 }
 
 // openLog returns the stdout and stderr of instance restart of c: pipes whose other ends

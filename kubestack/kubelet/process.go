@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -18,61 +19,33 @@ import (
 )
 
 // The processes of containers (kindProcess), and the commands of exec probes and hooks,
-// run on the host's file system with the pod's network namespace (the node's for a
-// hostNetwork pod), a UTS namespace of their own whose hostname is the pod's, and a
-// private mount namespace in which the pod's /etc/hosts and /etc/resolv.conf (and the
-// agnhost binary at /agnhost, where the host has that path to mount it on) are bind
-// mounts. A container-less exec, as `kubectl exec` into a lab pod is.
-//
-// Entering namespaces is per thread and a mount namespace needs a single-threaded caller,
-// so no goroutine of kpbench ever enters them: util-linux does it in the child, before the
-// container's program is exec'd, in the one process that becomes the container
-// (nothing forks):
-//
-//	nsenter --net=<pod netns> -- unshare --uts --mount --propagation private -- \
-//	    /bin/sh -c '<set hostname, bind the pod files>; exec "$@"' ... <argv>
+// run as `kubectl exec` runs a command in a lab pod: through the exec helper (RunPodExec),
+// in the pod's network namespace (the node's for a hostNetwork pod), a UTS namespace whose
+// hostname is the pod's, and a private mount namespace with the pod's /etc/hosts,
+// /etc/resolv.conf and /etc/hostname, a sysfs of the pod's network and /agnhost. One way
+// into a pod serves containers, probes, hooks and exec alike; the helper replaces itself
+// with the container's program, so the process the kubelet waits for is the container.
 //
 // Every child is forked from one thread of the kubelet that stays locked in the node's
 // namespace for the kubelet's life (launcher.spawner): never from the host's namespace,
 // and Pdeathsig (which fires when the forking thread ends) kills it only when kpbench
 // dies. Each child leads its own process group, which is killed as a whole.
 
-// containerSetup is the script that prepares a container's namespaces before its program
-// runs: $1 hostname, $2 hosts file, $3 resolv.conf, $4 agnhost binary to mount on
-// /agnhost (or ""); the program and its arguments follow. A setup failure exits 128, as
-// a container runtime's StartError does.
-const containerSetup = `hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3" /etc/resolv.conf && { [ -z "$4" ] || mount --bind "$4" /agnhost; } || exit 128
-shift 4
-exec "$@"`
-
 // launcher starts the processes of one node's containers.
 type launcher struct {
 	// spawner is the thread every child is forked from (see above).
 	spawner *netns.Worker
-	// nsenter, unshare and sh are the util-linux and shell programs of the host.
-	nsenter, unshare, sh string
-	// agnhost is the agnhost binary ("" when absent); mountAgnhost says the host has an
-	// /agnhost to bind it on, else an argv[0] of /agnhost is replaced by the binary's path.
-	agnhost      string
-	mountAgnhost bool
+	// helper is the exec helper's command line up to PodExecCommand (Options.ExecHelper),
+	// and root the empty directory it mounts a pod's private root on.
+	helper []string
+	root   string
+	// agnhost is the agnhost binary ("" when absent), which the pod files bind on /agnhost.
+	agnhost string
 }
 
-// newLauncher finds the tools and starts the spawner thread in the node's namespace.
-func newLauncher(nodeNetNS, agnhost string) (*launcher, error) {
-	l := &launcher{agnhost: agnhost}
-	for _, t := range []struct {
-		dst  *string
-		name string
-	}{{&l.nsenter, "nsenter"}, {&l.unshare, "unshare"}, {&l.sh, "sh"}} {
-		p, err := exec.LookPath(t.name)
-		if err != nil {
-			return nil, fmt.Errorf("container processes need %s (util-linux): %w", t.name, err)
-		}
-		*t.dst = p
-	}
-	if st, err := os.Stat(agnhostEntrypoint); err == nil && st.Mode().IsRegular() && agnhost != "" {
-		l.mountAgnhost = true
-	}
+// newLauncher starts the spawner thread in the node's namespace.
+func newLauncher(nodeNetNS, agnhost string, helper []string, root string) (*launcher, error) {
+	l := &launcher{agnhost: agnhost, helper: helper, root: root}
 	var err error
 	if l.spawner, err = netns.StartWorker(nodeNetNS); err != nil {
 		return nil, fmt.Errorf("container process spawner: %w", err)
@@ -87,16 +60,20 @@ func (l *launcher) stop() {
 	}
 }
 
-// startProcesses readies the kubelet to run processes: the agnhost binary (if any) and
-// the launcher.
+// startProcesses readies the kubelet to run processes in pods: the exec helper's root,
+// the agnhost binary (if any) and the launcher.
 func (k *Kubelet) startProcesses() error {
+	root, err := execRootDir(k.opts.StateDir)
+	if err != nil {
+		return err
+	}
+	k.execRoot, k.execer = root, helperExecutor(k.opts.ExecHelper)
 	agnhost := k.opts.Agnhost
 	if st, err := os.Stat(agnhost); err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
 		k.log.Info("no agnhost binary: agnhost containers are emulated by the echo server where they can be, else not realisable", "path", agnhost)
 		agnhost = ""
 	}
-	var err error
-	k.launcher, err = newLauncher(k.opts.Node.NetNSPath, agnhost)
+	k.launcher, err = newLauncher(k.opts.Node.NetNSPath, agnhost, k.opts.ExecHelper, root)
 	return err
 }
 
@@ -121,25 +98,14 @@ type procSpec struct {
 	netns string
 	// hostname is the UTS namespace's hostname.
 	hostname string
-	// hosts and resolv are the files bind-mounted on /etc/hosts and /etc/resolv.conf.
-	hosts, resolv string
+	// binds are the pod's files mounted over the host's (Kubelet.podFiles), source first.
+	binds [][2]string
 }
 
-// commandLine is the whole command line that runs s (see the comment at the top).
+// commandLine is the exec helper's command line that runs s.
 func (l *launcher) commandLine(s procSpec) []string {
-	argv := append([]string(nil), s.argv...)
-	if len(argv) > 0 && isAgnhostPath(argv[0]) && l.agnhost != "" && !l.mountAgnhost {
-		argv[0] = l.agnhost
-	}
-	mount := ""
-	if l.mountAgnhost {
-		mount = l.agnhost
-	}
-	return append([]string{
-		l.nsenter, "--net=" + s.netns, "--",
-		l.unshare, "--uts", "--mount", "--propagation", "private", "--",
-		l.sh, "-c", containerSetup, "kpbench-container", s.hostname, s.hosts, s.resolv, mount,
-	}, argv...)
+	spec := podExecSpec{NetNS: s.netns, Hostname: s.hostname, Root: l.root, Dir: s.dir, Binds: s.binds, Argv: s.argv}
+	return append(slices.Clone(l.helper), spec.args()...)
 }
 
 // proc is a running container process.
@@ -154,11 +120,9 @@ type proc struct {
 // directly) and returns once it runs; the returned proc's done closes when it ends.
 func (l *launcher) start(ctx context.Context, s procSpec, stdout, stderr *os.File) (*proc, error) {
 	line := l.commandLine(s)
-	cmd := &exec.Cmd{Path: line[0], Args: line, Env: s.env, Dir: s.dir, Stdout: stdout, Stderr: stderr}
-	if cmd.Dir == "" {
-		cmd.Dir = "/"
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd := &exec.Cmd{Path: line[0], Args: line, Env: s.env, Dir: "/", Stdout: stdout, Stderr: stderr}
+	// The helper needs mount and UTS namespaces of its own (RunPodExec).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Cloneflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS}
 	if err := l.spawner.Run(ctx, cmd.Start); err != nil {
 		return nil, fmt.Errorf("start %s: %w", filepath.Base(s.argv[0]), err)
 	}
