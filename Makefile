@@ -80,9 +80,11 @@ fuzz:
 	$(FUZZ) -fuzz '^FuzzLoad$$' ./scenarios/
 	$(FUZZ) -fuzz '^FuzzParseAnswer$$' ./lab/echo/
 
-## test-vm: the tests that need IPVS, run inside the microVM (microvm), where they must not skip
+## test-vm: the tests that need IPVS, run inside the microVM (microvm), where they must not
+## skip: the ipvs backend's, and the shipped scenarios for ipvs at smoke sizes
 test-vm: vm-deps build
 	KPBENCH_REQUIRE_IPVS=1 $(GO) test $(TEST_FLAGS) -exec "$(abspath $(BIN)) vm exec --" ./backends/ipvs/ ./backends/all/
+	KPBENCH_REQUIRE_IPVS=1 $(GO) test $(TEST_FLAGS) -run 'TestShippedScenariosRun/on_ipvs$$' -exec "$(abspath $(BIN)) vm exec --" ./scenarios/
 
 ## lint: gofmt, go vet, staticcheck
 lint:

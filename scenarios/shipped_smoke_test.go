@@ -27,35 +27,41 @@ import (
 const smokeDivisor = 100
 
 // smokeCaps bound the other sizes of a step, by the field's name in the scenario format:
-// at most this many (counts) or this long (durations). What they bound is how long a
-// step takes, not what it checks.
+// at most this many (counts) or this long (durations). They bound how long a step takes: a
+// smoke run checks that the scenario runs and its checks hold, not the power of its figures.
 var smokeCaps = map[string]string{
-	"repeats":     "2",  // sync measurement: full or partial syncs timed
-	"samples":     "5",  // lookup rounds, probed programming latency changes
-	"adds":        "2",  // perrule: Services added rule by rule
-	"restores":    "1",  // perrule: restores timed
-	"rate":        "20", // churn: changes per second
-	"duration":    "1s", // churn, throughput, wait {duration}
-	"connections": "",   // distribution: kept (its validation asks enough for the endpoints)
-	"baseline":    "",   // throughput: kept
-	"services":    "",   // divided, see smokeDivisor
-	"prefill":     "",   // divided
-	"timeout":     "",   // bounds, not lengths: kept
-	"deadline":    "",   // kept
-	"interval":    "",   // kept
-	"workers":     "",   // kept
-	"endpoints":   "",   // kept: the distribution's shape
-	"weights":     "",   // kept
-	"expected":    "",   // kept
-	"scheduler":   "",   // kept
-	"affinity":    "",   // kept
-	"kind":        "",   // kept
-	"from":        "",   // kept
-	"mode":        "",   // kept
-	"pattern":     "",   // kept
-	"allAtOnce":   "",   // kept
-	"synced":      "",   // kept
+	"repeats":     "2",   // sync measurement: full or partial syncs timed
+	"samples":     "5",   // lookup rounds, probed programming latency changes
+	"adds":        "2",   // perrule: Services added rule by rule
+	"restores":    "1",   // perrule: restores timed
+	"rate":        "20",  // churn: changes per second
+	"duration":    "1s",  // churn, throughput, wait {duration}
+	"connections": "100", // distribution: new connections (validation still asks 5 on the least likely endpoint)
+	"baseline":    "",    // throughput: kept
+	"services":    "",    // divided, see smokeDivisor
+	"prefill":     "",    // divided
+	"timeout":     "",    // bounds, not lengths: kept, but see smokeMinTimeout
+	"deadline":    "",    // kept
+	"interval":    "",    // kept
+	"workers":     "",    // kept
+	"endpoints":   "",    // kept: the distribution's shape
+	"weights":     "",    // kept
+	"expected":    "",    // kept
+	"scheduler":   "",    // kept
+	"affinity":    "",    // kept
+	"kind":        "",    // kept
+	"from":        "",    // kept
+	"mode":        "",    // kept
+	"pattern":     "",    // kept
+	"allAtOnce":   "",    // kept
+	"synced":      "",    // kept
 }
+
+// smokeMinTimeout is the least time a probe of a smoke run waits for its answer (the churn
+// prober's 100 ms): CI's machine is shared, and at a load of 36 on 2 cores 6-15% of
+// 100 ms probes of live Services timed out in a 1 s churn. What a timeout bound says of a
+// backend is judged by the full scenarios (TestChurnSmall, make soak), not by their smoke.
+const smokeMinTimeout = time.Second
 
 // smokeScale rewrites a scenario's steps to smoke sizes (smokeDivisor, smokeCaps) and
 // returns the YAML; manifests and the proxy configuration are left as they are.
@@ -96,6 +102,14 @@ func smokeNode(n *yaml.Node) error {
 				continue
 			}
 			switch capv := smokeCaps[k]; {
+			case k == "timeout":
+				d, err := time.ParseDuration(v.Value)
+				if err != nil {
+					return fmt.Errorf("%s: %w", k, err)
+				}
+				if d < smokeMinTimeout {
+					v.Value = smokeMinTimeout.String()
+				}
 			case k == "services" || k == "prefill":
 				x, err := strconv.Atoi(v.Value)
 				if err != nil {
@@ -189,16 +203,18 @@ func TestShippedScenariosValidateSmall(t *testing.T) {
 // TestShippedScenariosRun runs every shipped scenario through the engine as `kpbench run`
 // does (validation for the backend, Run on a fresh lab, every results file and the
 // report written), at smoke sizes: Service counts divided by 100, at most 2 timed syncs,
-// 5 samples, 1 s of churn or throughput and 1 s of the workshop's inspection waits. A
+// 5 samples, 100 connections per distribution, 1 s of churn or throughput and 1 s of the
+// workshop's inspection waits. A
 // failed expectation, a skipped case or a run error fails it, so a shipped scenario
-// cannot rot unseen. Scenarios for ipvs need IPVS, which this kernel lacks: they run in
-// the microVM (make test-vm, KPBENCH_REQUIRE_IPVS=1); the upstream ladders need make
-// upstream (KPBENCH_REQUIRE_UPSTREAM=1 in CI). About 2 min here.
+// cannot rot unseen. Scenarios for ipvs need IPVS, which this kernel lacks: make test-vm
+// runs them in the microVM (-run 'TestShippedScenariosRun/on_ipvs$', KPBENCH_REQUIRE_IPVS=1;
+// ipvs-schedulers 77 s under TCG); the upstream ladders need make upstream
+// (KPBENCH_REQUIRE_UPSTREAM=1 in CI). About 2 min here (120 s at load 7).
 func TestShippedScenariosRun(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireBinary(t, "iptables-restore", "iptables-legacy-restore", "nft")
 	for _, s := range shippedScenarios(t) {
-		t.Run(s.path, func(t *testing.T) {
+		t.Run(s.path+" on "+s.backend, func(t *testing.T) {
 			if f, _ := all.Lookup(s.backend); f.Caps.NeedsIPVS && !all.HasIPVS() {
 				if os.Getenv("KPBENCH_REQUIRE_IPVS") == "1" {
 					t.Fatalf("%s needs IPVS (and KPBENCH_REQUIRE_IPVS=1 forbids skipping)", s.backend)
@@ -210,7 +226,7 @@ func TestShippedScenariosRun(t *testing.T) {
 			}
 			sc := loadSmoke(t, s)
 			start := time.Now()
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute) // TCG in the microVM is slow
 			defer cancel()
 			res, err := Run(ctx, sc, RunOptions{Backends: []string{s.backend}, Facts: RegistryFacts{}, Rounds: 1})
 			require.NoError(t, err, "%s on %s", s.path, s.backend)
