@@ -43,8 +43,8 @@ build:
 ## test: vet, staticcheck and every test (privileged ones skip unless root), then the
 ## IPVS tests inside the microVM (this kernel has no IPVS), then conformance on every
 ## backend that runs here (make test-conformance). Builds the upstream reference
-## binaries first (make upstream: 6-14 min cold, seconds warm) so that the tests against
-## kube-proxy itself run too.
+## binaries first (make upstream; its build times: docs/upstream.md) so that the tests
+## against kube-proxy itself run too.
 test: test-deps build lint upstream tools-matrix
 	$(GO) test $(TEST_FLAGS) ./...
 	$(MAKE) fuzz FUZZTIME=10s
@@ -55,7 +55,8 @@ test: test-deps build lint upstream tools-matrix
 ## TestSuitePasses covers iptables and nftables, all cases): iptables-legacy and userspace,
 ## all cases; kube-proxy-iptables and kube-proxy-nftables (the reference, from make
 ## upstream) on CI_KUBE_PROXY_CASES; ipvs in the microVM on CI_IPVS_CASES. A backend that
-## cannot run here fails it (conform without --allow-skip). About 4-5 min here.
+## cannot run here fails it (conform without --allow-skip). Its time here: docs/ci.md,
+## "What make test covers".
 test-conformance: vm-deps build upstream
 	./$(BIN) conform --backend iptables-legacy,userspace --out $(CONFORM_OUT)/native
 	./$(BIN) conform --backend kube-proxy-iptables,kube-proxy-nftables --cases $(CI_KUBE_PROXY_CASES) --out $(CONFORM_OUT)/kube-proxy
@@ -63,8 +64,8 @@ test-conformance: vm-deps build upstream
 
 ## test-full: make test, then the whole conformance matrix: every case on every backend
 ## that runs natively (the kube-proxy reference included) and on ipvs and kube-proxy-ipvs
-## in the microVM (about 12 min native and 3 min ipvs here; kube-proxy-ipvs under TCG
-## waits minutes per sync: about an hour, hence the VM's 2 h bound; docs/ci.md)
+## in the microVM (kube-proxy-ipvs under TCG waits minutes per sync, hence the VM's 2 h
+## bound; times here: docs/ci.md, "What make test covers")
 test-full: test
 	./$(BIN) conform --backend iptables,iptables-legacy,nftables,userspace,kube-proxy-iptables,kube-proxy-nftables --out $(CONFORM_OUT)/full-native
 	./$(BIN) vm run --timeout 2h -- conform --backend ipvs,kube-proxy-ipvs --out $(CONFORM_OUT)/full-vm
@@ -79,9 +80,11 @@ fuzz:
 	$(FUZZ) -fuzz '^FuzzLoad$$' ./scenarios/
 	$(FUZZ) -fuzz '^FuzzParseAnswer$$' ./lab/echo/
 
-## test-vm: the tests that need IPVS, run inside the microVM (microvm), where they must not skip
+## test-vm: the tests that need IPVS, run inside the microVM (microvm), where they must not
+## skip: the ipvs backend's, and the shipped scenarios for ipvs at smoke sizes
 test-vm: vm-deps build
 	KPBENCH_REQUIRE_IPVS=1 $(GO) test $(TEST_FLAGS) -exec "$(abspath $(BIN)) vm exec --" ./backends/ipvs/ ./backends/all/
+	KPBENCH_REQUIRE_IPVS=1 $(GO) test $(TEST_FLAGS) -run 'TestShippedScenariosRun/on_ipvs$$' -exec "$(abspath $(BIN)) vm exec --" ./scenarios/
 
 ## lint: gofmt, go vet, staticcheck
 lint:
@@ -97,7 +100,7 @@ bench: deps build
 	./$(BIN) run scenarios/bench.yaml --backend iptables,iptables-legacy,nftables --out $(OUT)
 
 ## vm-ladder: iptables, nftables and ipvs side by side to 5k Services in the microVM (TCG;
-## about 22 min on this 2-core machine while loaded; see scenarios/vm-ladder.yaml)
+## its time here: docs/findings.md, "iptables, nftables and ipvs in the microVM")
 vm-ladder: vm-deps build
 	./$(BIN) vm run --timeout 60m --mem 3G -- run scenarios/vm-ladder.yaml --backend iptables,nftables,ipvs --out $(OUT)
 
@@ -111,18 +114,18 @@ scale: deps build
 soak: deps build
 	./$(BIN) run scenarios/churn.yaml --backend iptables,iptables-legacy,nftables --out $(OUT)
 
-## upstream: build kube-apiserver, kube-proxy, kube-controller-manager, kube-scheduler, kubectl,
-## etcd, coredns and agnhost (versions in internal/upstream) from their Go
-## modules into /var/cache/kpbench/upstream/<version>/bin (idempotent; make test runs it; tests
-## that need them skip with "run make upstream" unless KPBENCH_REQUIRE_UPSTREAM=1, as in CI)
+## upstream: build the upstream reference binaries (the list, versions and build times:
+## docs/upstream.md) from their Go modules into /var/cache/kpbench/upstream/<version>/bin
+## (idempotent; make test runs it; tests that need them skip with "run make upstream" unless
+## KPBENCH_REQUIRE_UPSTREAM=1, as in CI)
 upstream:
 	@bash hack/build-upstream.sh
 
 .PHONY: e2e-build
 ## e2e-build: build the upstream e2e test binary e2e.test (k8s.io/kubernetes/test/e2e at the
 ## version of internal/upstream) and the ginkgo CLI that runs it in parallel beside the
-## upstream binaries, for `kpbench e2e` (idempotent; ~17 min cold on this 2-core machine,
-## seconds warm): docs/e2e.md
+## upstream binaries, for `kpbench e2e` (idempotent; the longest build: docs/upstream.md):
+## docs/e2e.md
 e2e-build: upstream
 	@bash hack/build-upstream.sh ginkgo e2e.test
 
@@ -130,12 +133,13 @@ e2e-build: upstream
 
 ## upstream-matrix: the extra kube-proxy versions of the version matrix, one tools module each
 ## (tools/upstream-v1.33: kube-proxy v1.33.5 into /var/cache/kpbench/upstream/v1.33.5/bin;
-## idempotent, 7-8 min cold here). make test does not need it: the tests that use it skip.
+## idempotent; build times: docs/upstream.md). make test does not need it: the tests that use it skip.
 upstream-matrix:
 	@bash hack/build-kube-proxy.sh
 
 ## tools-matrix: the Debian trixie tool root (nft 1.1.x, iptables 1.8.11, ...) for --tools
-## debian:trixie, built once with mmdebstrap into /var/cache/kpbench/tools (~2 min cold)
+## debian:trixie, built once with mmdebstrap into /var/cache/kpbench/tools (its cost:
+## docs/environment-matrix.md)
 tools-matrix: build
 	./$(BIN) tools prepare debian:trixie
 

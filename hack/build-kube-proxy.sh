@@ -9,8 +9,8 @@
 #   hack/build-kube-proxy.sh tools/upstream-v1.33  one
 #
 # Idempotent: a binary that reports its pinned version is not rebuilt (FORCE=1 rebuilds). It
-# is written to a temporary name and renamed, so a killed build leaves no half binary. A cold
-# build of v1.33.5 took 7-8 min here (module downloads included) on the shared 2-core machine.
+# is written to a temporary name and renamed, so a killed build leaves no half binary. Its
+# build times: docs/upstream.md.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -10,7 +10,7 @@
 #   agnhost                      the e2e tests' image binary, k8s.io/kubernetes/test/images/agnhost
 #                                (its VERSION file gives the version it reports)
 #   e2e.test                     only when named: k8s.io/kubernetes/test/e2e, `go test -c`
-#                                (make e2e-build; ~17 min cold, the biggest build by far)
+#                                (make e2e-build; the longest build by far)
 #   ginkgo                       only when named: the ginkgo CLI (the version k8s.io/kubernetes
 #                                requires), which runs e2e.test in parallel processes
 # into $KPBENCH_UPSTREAM_DIR or /var/cache/kpbench/upstream/<version>/bin.
@@ -20,8 +20,8 @@
 #
 # Idempotent: a binary that exists, reports the pinned version and (coredns, agnhost, e2e.test,
 # whose version does not name all their inputs) was built from the same go.mod, go.sum and
-# Go toolchain is not rebuilt (FORCE=1 rebuilds). A cold build of the first six takes ~6 min on
-# 2 idle cores and ~2.4 GB of memory; warm rebuilds take seconds. Each binary is written to a
+# Go toolchain is not rebuilt (FORCE=1 rebuilds). A cold build needs ~2.4 GB of memory; its
+# times are in docs/upstream.md; warm rebuilds take seconds. Each binary is written to a
 # temporary name and renamed, so a killed build leaves no half binary.
 set -euo pipefail
 

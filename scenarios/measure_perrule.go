@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -117,37 +116,26 @@ func (p *PerRuleParams) Measure(ctx context.Context, s *Session) ([]reports.Meas
 	service := reports.Measurement{Name: reports.MeasurePerRuleService, Params: labels, Unit: reports.UnitSeconds, Extra: map[string]float64{}}
 	for i := range p.Adds {
 		s.Advance(i, p.Adds)
-		before := len(proxies[0].Records())
-		add := &ChurnStep{Pattern: "add", Services: 1, EndpointsPerService: eps, AllAtOnce: true}
-		if err := add.Run(ctx, s); err != nil {
-			return nil, err
+		added, err := measure.AddService(ctx, proxies[0], rt, func(ctx context.Context) error {
+			add := &ChurnStep{Pattern: "add", Services: 1, EndpointsPerService: eps, AllAtOnce: true}
+			if err := add.Run(ctx, s); err != nil {
+				return err
+			}
+			return s.Cluster.WaitSynced(ctx)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("perrule: %w", err)
 		}
-		if err := s.Cluster.WaitSynced(ctx); err != nil {
-			return nil, err
-		}
-		timings := rt.RuleTimings() // of the last sync: the one that added the service
-		if len(timings) == 0 {
-			return nil, fmt.Errorf("perrule: adding a service added no rule")
-		}
+		timings := added.Rules
 		if i == 0 {
 			rules.Params["base"] = strconv.Itoa(timings[0].TableRules)
 			service.Extra["rules_added"] = float64(len(timings))
 			service.Extra["table_rules"] = float64(timings[0].TableRules)
 		}
-		var total time.Duration
 		for _, t := range timings {
 			rules.Samples = append(rules.Samples, t.Duration.Seconds())
-			total += t.Duration
 		}
-		// The Service's time is its syncs' wall time (rules, chain creation, jump checks);
-		// the rules alone when the proxy kept no record.
-		if recs := proxies[0].Records()[before:]; len(recs) > 0 {
-			total = 0
-			for _, r := range recs {
-				total += r.Duration()
-			}
-		}
-		service.Samples = append(service.Samples, total.Seconds())
+		service.Samples = append(service.Samples, added.Wall().Seconds())
 	}
 	s.Advance(p.Adds, p.Adds)
 	return append(out, rules, service), nil

@@ -144,10 +144,12 @@ type IPVSExperiments interface {
 }
 
 // RuleTimer is what the iptables-perrule backend reports: the cost of each iptables call
-// of its last sync, with the table's size at the time, and its switch to bulk restores
-// (the prefill before per-rule additions at a size).
+// of its last sync, or of every sync after a mark (Syncs), with the table's size at the
+// time, and its switch to bulk restores (the prefill before per-rule additions at a size).
 type RuleTimer interface {
 	RuleTimings() []perrule.RuleTiming
+	Syncs() uint64
+	RuleTimingsSince(mark uint64) ([]perrule.RuleTiming, bool)
 	SetBulk(on bool)
 }
 

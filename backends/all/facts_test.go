@@ -150,8 +150,12 @@ type fakeIPVS struct{ fakeBackend }
 func (fakeIPVS) SetScheduler(string) error           { return nil }
 func (fakeIPVS) SetWeights(map[netip.Addr]int) error { return nil }
 func (fakeIPVS) RuleTimings() []perrule.RuleTiming   { return nil }
-func (fakeIPVS) SetBulk(bool)                        {}
-func (fakeIPVS) Name() string                        { return "fake-ipvs" }
+func (fakeIPVS) Syncs() uint64                       { return 0 }
+func (fakeIPVS) RuleTimingsSince(uint64) ([]perrule.RuleTiming, bool) {
+	return nil, true
+}
+func (fakeIPVS) SetBulk(bool) {}
+func (fakeIPVS) Name() string { return "fake-ipvs" }
 
 type wrapper struct{ backends.Backend }
 

@@ -46,8 +46,8 @@ type Options struct {
 	// WholeTableCache, on the nft flavour, starts the nat table of a large restore with a
 	// chainless `-S` (see cacheHint): iptables-nft 1.8.9 then caches the whole table at
 	// once instead of keeping a sorted list of every chain the input names, which costs a
-	// walk of that list per command and makes big --noflush restores quadratic (a full
-	// sync of 20k Services: ~15 min without, ~9 s with). The rules programmed are the
+	// walk of that list per command and makes big --noflush restores quadratic (measured
+	// in docs/findings.md, "`make bench`, 2026-12-02"). The rules programmed are the
 	// same; kube-proxy does not do this, so it is off by default and results say when it
 	// was on. Ignored by the legacy flavour, which has no such list.
 	WholeTableCache bool

@@ -38,8 +38,8 @@ type Options struct {
 	// server (the testbed's publisher); Sync calls it before it waits for kube-proxy.
 	WaitPublished func(ctx context.Context) error
 	// SyncTimeout bounds how long one Sync waits for kube-proxy (default 30 minutes: a
-	// full iptables sync of 5,000 Services takes ~11 s here, of 20,000 ~15 minutes, as
-	// iptables-nft 1.8.9's restore is quadratic in the chains it names).
+	// full iptables sync of 20,000 Services takes minutes, as iptables-nft 1.8.9's restore
+	// is quadratic in the chains it names; docs/findings.md, "`make bench`, 2026-12-02").
 	SyncTimeout time.Duration
 	// Settle is how long a change may take to reach kube-proxy's informers after it was
 	// published, and so how long a Sync whose change kube-proxy ignores waits (default

@@ -48,6 +48,8 @@ type RuleTiming struct {
 	TableRules int
 	// Duration is the wall time of the iptables call.
 	Duration time.Duration
+	// Sync numbers the backend's sync that added the rule (1 for its first; Syncs).
+	Sync uint64
 }
 
 type chainKey struct{ table, chain string }
@@ -61,7 +63,7 @@ type Backend struct {
 	synced *synced.Tracker // no conntrack cleanup, as the per-rule proxies of 2017
 	// installed is what we believe each of our chains holds, in order.
 	installed map[chainKey][][]string
-	timings   []RuleTiming
+	log       timingLog
 	// bulk applies syncs with one iptables-restore (SetBulk): the prefill.
 	bulk bool
 }
@@ -96,7 +98,25 @@ func (b *Backend) ForceFullSync() { b.synced.ForceFullSync() }
 func (b *Backend) RuleTimings() []RuleTiming {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return slices.Clone(b.timings)
+	out, _ := b.log.since(b.log.syncs - min(b.log.syncs, 1))
+	return out
+}
+
+// Syncs returns how many syncs the backend has begun: a mark for RuleTimingsSince.
+func (b *Backend) Syncs() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.log.syncs
+}
+
+// RuleTimingsSince returns every rule added by the syncs after mark (a value of Syncs),
+// in order: all the rules one change added, though it took several syncs (a Service, then
+// its EndpointSlice) or was followed by syncs that added nothing. complete is false when
+// more syncs than the backend keeps the timings of (16) ran after mark.
+func (b *Backend) RuleTimingsSince(mark uint64) (timings []RuleTiming, complete bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.log.since(mark)
 }
 
 // SetBulk switches how the following syncs are applied: on, with one iptables-restore
@@ -152,7 +172,7 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	}
 	s := b.synced.Begin()
 	res.Full = s.Full || b.installed == nil
-	b.timings = b.timings[:0]
+	b.log.begin()
 	start = time.Now()
 	if b.bulk {
 		err = b.applyBulk(ctx, order, want, res.Full, &res)
@@ -233,7 +253,7 @@ func (b *Backend) apply(ctx context.Context, ipt *goipt.IPTables, order []chainK
 			if err != nil {
 				return fmt.Errorf("add rule to %s/%s %q: %w", k.table, k.chain, neu[i], err)
 			}
-			b.timings = append(b.timings, RuleTiming{Table: k.table, Chain: k.chain, TableRules: tableRules[k.table], Duration: time.Since(t0)})
+			b.log.add(RuleTiming{Table: k.table, Chain: k.chain, TableRules: tableRules[k.table], Duration: time.Since(t0)})
 			tableRules[k.table]++
 			cur++
 			res.Rules++

@@ -90,6 +90,7 @@ func TestPrivilegedPerRuleMatchesRestore(t *testing.T) {
 			assert.Equal(t, "iptables-perrule", pr.Name())
 
 			for i, st := range []*backends.State{smallState(false), smallState(true), smallState(false)} {
+				mark := pr.Syncs()
 				res, err := pr.Sync(ctx, st)
 				require.NoError(t, err, "step %d", i)
 				assert.Equal(t, i == 0, res.Full)
@@ -100,6 +101,9 @@ func TestPrivilegedPerRuleMatchesRestore(t *testing.T) {
 				assert.Equal(t, want, got, "step %d", i)
 				timings := pr.RuleTimings()
 				require.NotEmpty(t, timings)
+				since, complete := pr.RuleTimingsSince(mark)
+				assert.True(t, complete)
+				assert.Equal(t, timings, since, "the rules since the mark are the one sync's")
 				if i > 0 {
 					assert.Less(t, len(timings), 40, "a partial change adds only the rules that differ")
 				}

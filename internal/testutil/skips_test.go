@@ -36,6 +36,7 @@ func TestEverySkipObeysCI(t *testing.T) {
 		"backends/ipvs/privileged_linux_test.go": {`"kernel has no IPVS (run it`, `"this kernel has IPVS; the refusal`},
 		"backends/all/tools_test.go":             {`"kernel has no IPVS: make test-vm`},
 		"backends/all/all_test.go":               {`"kernel has no IPVS: make test-vm`},
+		"scenarios/shipped_smoke_test.go":        {`"kernel has no IPVS: make test-vm`},
 		// Fails under KPBENCH_REQUIRE_VAGRANT=1, which .ci/run sets.
 		"microvm/vagrant_test.go": {`"vagrant not on PATH`},
 	}

@@ -56,7 +56,7 @@ const (
 
 // E2ETest is the upstream end-to-end test binary (k8s.io/kubernetes/test/e2e at
 // KubernetesVersion, `go test -c`), built apart from Names by `make e2e-build` because it is
-// by far the longest build (~17 min cold here) and only `kpbench e2e` needs it.
+// by far the longest build (docs/upstream.md) and only `kpbench e2e` needs it.
 const E2ETest = "e2e.test"
 
 // Ginkgo is the ginkgo CLI (github.com/onsi/ginkgo/v2/ginkgo, the version k8s.io/kubernetes

@@ -207,7 +207,6 @@ func partialSync(ctx context.Context, ag cluster.Proxy, i int, change func(ctx c
 	return rec, skipped, fmt.Errorf("sync: the proxy of %s did %d full syncs in a row where a partial one was timed (%s)", ag.Node(), len(skipped), why)
 }
 
-
 // Lookup times TCP connects from a host to each target (a position name → address),
 // samples rounds of one connect per position, and the established-connection control:
 // one request over a connection kept open to the last target, taken in every round right
