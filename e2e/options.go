@@ -39,13 +39,18 @@ const (
 // EndpointSlice that every kube-proxy programs.
 const MaxBackgroundServices = 20000
 
+// DefaultNodes is the node count of a run's clusters: the Services suite's most demanding
+// test (NodePort and HealthCheckNodePort when externalTrafficPolicy changes) needs 3
+// schedulable nodes; a dozen others need 2.
+const DefaultNodes = 3
+
 // Options describe a `kpbench e2e` run. Zero fields take the documented defaults.
 type Options struct {
 	// Modes are kube-proxy's modes, one cluster and one run each, in this order.
 	Modes []kubeproxy.Mode
 	// KubeProxy is a kube-proxy binary to run instead of the one `make upstream` built.
 	KubeProxy string
-	// Nodes is each cluster's node count (default 2).
+	// Nodes is each cluster's node count (default DefaultNodes).
 	Nodes int
 	// Focus selects the specs (default DefaultFocus); Skip leaves some out, beside
 	// AlwaysSkip. Both are ginkgo's (Go) regular expressions over the spec's full text.
@@ -81,7 +86,7 @@ type Options struct {
 // Default fills unset fields.
 func (o *Options) Default() {
 	if o.Nodes == 0 {
-		o.Nodes = 2
+		o.Nodes = DefaultNodes
 	}
 	if o.Focus == "" {
 		o.Focus = DefaultFocus

@@ -190,6 +190,9 @@ func runMode(ctx context.Context, o Options, bins binaryPaths, m kubeproxy.Mode)
 	}
 	bin, args := command(o, bins, dir, []string{
 		"--kubeconfig=" + kubeconfig, "--provider=local", "--kubectl-path=" + bins.kubectl,
+		// Tests that need several nodes read the count from this flag, as on kind and
+		// local-up clusters (without it they skip: "Requires at least 2 nodes (not -1)").
+		"--num-nodes=" + strconv.Itoa(o.Nodes),
 	}, false)
 	ectx, cancel := context.WithTimeout(ctx, o.Timeout+interruptGrace+time.Minute)
 	defer cancel()

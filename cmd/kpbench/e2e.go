@@ -88,7 +88,7 @@ is built. Ctrl-C stops e2e.test and tears the cluster down. See docs/e2e.md.`,
 	fl := cmd.Flags()
 	fl.StringVar(&proxy, "proxy", "", "kube-proxy mode: iptables, nftables or ipvs (ipvs only where the kernel has IPVS); several separated by commas run one after the other (required unless --dry-run)")
 	fl.StringVar(&o.KubeProxy, "kube-proxy", "", "a kube-proxy binary of your own (e.g. a pull request's build) instead of the one 'make upstream' built")
-	fl.IntVar(&o.Nodes, "nodes", 2, fmt.Sprintf("nodes of each cluster (1-%d; some tests skip with fewer than 2 or 3)", kubestack.MaxNodes))
+	fl.IntVar(&o.Nodes, "nodes", e2e.DefaultNodes, fmt.Sprintf("nodes of each cluster (1-%d; some tests skip with fewer than 2 or 3)", kubestack.MaxNodes))
 	fl.StringVar(&o.Focus, "focus", e2e.DefaultFocus, "the specs to run: a regular expression over their full names (ginkgo's --focus)")
 	fl.StringVar(&o.Skip, "skip", "", "specs to leave out besides "+e2e.AlwaysSkip+" (ginkgo's --skip)")
 	fl.IntVar(&o.BackgroundServices, "background-services", 0, fmt.Sprintf("make this many extra Services with EndpointSlices (namespace %s) before the run (0-%d)", e2e.BackgroundNamespace, e2e.MaxBackgroundServices))

@@ -138,6 +138,8 @@ func TestAgnhostNetexec(t *testing.T) {
 				{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
 			},
 			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1},
+			// Its first probe may come before netexec listens; then it passes: no restart.
+			LivenessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 1, FailureThreshold: 3},
 		}}},
 	}
 	_, err := client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
@@ -165,6 +167,10 @@ func TestAgnhostNetexec(t *testing.T) {
 	assert.Equal(t, pod.Name, get("/hostname"), "the pod's hostname, from its own UTS namespace")
 	assert.Equal(t, node.Name, get("/envvar?var=NODE_NAME"))
 	assert.Equal(t, got.Status.PodIP, get("/envvar?var=POD_IP"))
+	assert.Never(t, func() bool {
+		p, err := client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		return err == nil && p.Status.ContainerStatuses[0].RestartCount > 0
+	}, 3*time.Second, 200*time.Millisecond, "a passing liveness probe restarts nothing")
 
 	require.Eventually(t, func() bool {
 		b, _ := readLog(ctx, k, got, "agnhost")

@@ -305,6 +305,8 @@ func (w *podWorker) onProbe(ctx context.Context, res probeResult) {
 	case res.kind == startupProbe && res.ok:
 		c.run.started = true
 		w.startProbes(ctx, res.container)
+	case res.ok:
+		// A liveness probe that passes (again) changes nothing.
 	case w.terminating:
 		// A kubelet does not restart the containers of a pod it is stopping.
 	default: // a failed startup or liveness probe: restart
