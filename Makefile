@@ -19,6 +19,7 @@ LDFLAGS   := -X kpbench.dev/kpbench/internal/version.Commit=$(COMMIT)
 CI_KUBE_PROXY_CASES ?= basic-endpoints,nodeport,session-affinity-clusterip
 CI_IPVS_CASES       ?= basic-endpoints,nodeport,session-affinity-clusterip,no-endpoints-rejected,external-traffic-policy-local,hairpin
 CONFORM_OUT         ?= out/test-conformance
+E2E_OUT             ?= out/test-e2e
 
 all: build
 

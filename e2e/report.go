@@ -73,6 +73,27 @@ func (r *Report) Failed() bool {
 	return false
 }
 
+// Unseen names, per mode, what a run did not check: its skipped tests, or a run in which
+// no test passed (a focus that selected nothing). A gate that must see every selected
+// test (--require-all) fails on any of them.
+func (r *Report) Unseen() []string {
+	var out []string
+	for _, run := range r.Runs {
+		if run.Suite == nil {
+			continue // Failed already says so
+		}
+		if p, _, _ := run.Suite.Counts(); p == 0 {
+			out = append(out, fmt.Sprintf("%s: no test passed", run.Mode))
+		}
+		for _, t := range run.Suite.Tests {
+			if t.Outcome == Skipped {
+				out = append(out, fmt.Sprintf("%s: skipped %s", run.Mode, t.Name))
+			}
+		}
+	}
+	return out
+}
+
 // WriteFiles writes e2e.json and e2e.md into dir.
 func (r *Report) WriteFiles(dir string) error {
 	b, err := json.MarshalIndent(r, "", "  ")

@@ -159,6 +159,27 @@ func TestReportFailed(t *testing.T) {
 	}
 }
 
+// TestReportUnseen: what --require-all fails on: a skipped test, a run where nothing passed.
+func TestReportUnseen(t *testing.T) {
+	all := &Suite{Tests: []Test{{Name: "a", Outcome: Passed}, {Name: "b", Outcome: Passed}}}
+	skip := &Suite{Tests: []Test{{Name: "a", Outcome: Passed}, {Name: "b", Outcome: Skipped, Reason: "r"}}}
+	none := &Suite{}
+	tests := []struct {
+		name string
+		runs []ModeRun
+		want []string
+	}{
+		{"every test passed", []ModeRun{{Mode: "nftables", Suite: all}}, nil},
+		{"a skip", []ModeRun{{Mode: "nftables", Suite: all}, {Mode: "iptables", Suite: skip}}, []string{"iptables: skipped b"}},
+		{"nothing ran", []ModeRun{{Mode: "nftables", Suite: none}}, []string{"nftables: no test passed"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, (&Report{Runs: tt.runs}).Unseen())
+		})
+	}
+}
+
 func TestWriteFiles(t *testing.T) {
 	dir := t.TempDir()
 	r := sampleReport(t)

@@ -20,7 +20,7 @@ import (
 func newE2ECmd() *cobra.Command {
 	var o e2e.Options
 	var proxy string
-	var quiet bool
+	var quiet, requireAll bool
 	cmd := &cobra.Command{
 		Use:   "e2e --proxy iptables|nftables|ipvs [--kube-proxy PATH] [--nodes N] [--focus RE] [--skip RE] [--background-services N] --out DIR",
 		Short: "Run the upstream Kubernetes e2e tests ([sig-network] Services) against a kpbench cluster",
@@ -82,6 +82,9 @@ is built. Ctrl-C stops e2e.test and tears the cluster down. See docs/e2e.md.`,
 			if r.Failed() {
 				return failedError{"kpbench e2e: " + summary(r)}
 			}
+			if unseen := r.Unseen(); requireAll && len(unseen) > 0 {
+				return failedError{"kpbench e2e: --require-all: " + strings.Join(unseen, "; ")}
+			}
 			return nil
 		},
 	}
@@ -98,6 +101,7 @@ is built. Ctrl-C stops e2e.test and tears the cluster down. See docs/e2e.md.`,
 	fl.BoolVar(&o.DryRun, "dry-run", false, "only list the specs --focus and --skip select (ginkgo's --dry-run): no cluster, no root")
 	fl.StringVar(&o.Name, "name", "", "name of the clusters (1-10 of a-z, 0-9; default e2e and the process id)")
 	fl.StringVar(&o.E2ETest, "e2e-test", "", "an e2e.test binary of your own instead of the one 'make e2e-build' built")
+	fl.BoolVar(&requireAll, "require-all", false, "fail unless every selected test ran and passed on every mode (a skip fails too): for CI gates")
 	fl.BoolVar(&quiet, "quiet", false, "do not echo e2e.test's output (it is in <out>/<mode>/e2e.log)")
 	fl.StringVar(&o.ClusterDir, "dir", kubestack.DefaultDir, "directory of cluster records")
 	fl.StringVar(&o.LabRegistryDir, "registry", lab.DefaultRegistryDir, "directory of lab records")
