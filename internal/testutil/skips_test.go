@@ -37,6 +37,9 @@ func TestEverySkipObeysCI(t *testing.T) {
 		"backends/all/tools_test.go":             {`"kernel has no IPVS: make test-vm`},
 		"backends/all/all_test.go":               {`"kernel has no IPVS: make test-vm`},
 		"scenarios/shipped_smoke_test.go":        {`"kernel has no IPVS: make test-vm`},
+		// Fail under KPBENCH_REQUIRE_UPSTREAM=1, which .ci/run sets (make upstream builds agnhost).
+		"kubestack/kubelet/agnhost_test.go":            {`"needs the agnhost binary at %s: run make upstream"`},
+		"kubestack/kubelet/kubectl_privileged_test.go": {`"no agnhost binary built: /agnhost is not there to run"`},
 		// Fails under KPBENCH_REQUIRE_VAGRANT=1, which .ci/run sets.
 		"microvm/vagrant_test.go": {`"vagrant not on PATH`},
 	}

@@ -122,6 +122,9 @@ func TestKubectlThroughTheAPIServer(t *testing.T) {
 
 	t.Run("/agnhost connect", func(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(upstream.BinDir(), "agnhost")); err != nil {
+			if os.Getenv(upstream.RequireEnv) == "1" {
+				t.Fatalf("no agnhost binary built (and %s=1 forbids skipping)", upstream.RequireEnv)
+			}
 			t.Skip("no agnhost binary built: /agnhost is not there to run")
 		}
 		// As the e2e suite checks a Service without endpoints: REFUSED on stderr.
