@@ -65,6 +65,12 @@ func TestUnsupported(t *testing.T) {
 			StartupProbe:   &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(80)}}},
 		}}},
 			want: []string{"container c: command/args, env (only exec probes and hooks see it), resources (not enforced), preStop hook not run, SCTP port 9 not served, hostPort 8080 not opened, liveness probe grpc not supported"}},
+		{name: "an ephemeral-storage limit is enforced, other resources are not", spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "only", Image: agnhost, Args: []string{"netexec"}, Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("5Mi")}}},
+			{Name: "also", Image: agnhost, Args: []string{"netexec"}, Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("5Mi"), corev1.ResourceMemory: resource.MustParse("1Gi")}}},
+		}}, want: []string{"container also: resources (not enforced)"}},
 		{name: "an agnhost process honours command, args and env", spec: corev1.PodSpec{Containers: []corev1.Container{{
 			Name: "c", Image: agnhost, Args: []string{"netexec"}, Env: []corev1.EnvVar{{Name: "A"}}, SecurityContext: &corev1.SecurityContext{},
 		}}}},
