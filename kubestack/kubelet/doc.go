@@ -61,14 +61,17 @@
 //     "kpbench://<pod uid>/<container>/<restart>").
 //   - Volumes (including the projected service-account token every Pod gets), env,
 //     secrets and config maps: nothing is mounted or set.
-//   - Resources: requests and limits are left to the scheduler, never enforced.
+//   - Resources: requests and limits are left to the scheduler, never enforced, but for
+//     ephemeral-storage limits: a pod whose containers' private roots outgrow them is
+//     evicted (Failed, reason Evicted) as a kubelet evicts it (eviction.go says what
+//     counts).
 //   - Init containers (other than restartable sidecars, which run as containers) are not
 //     run: they are reported terminated with reason NotRunByLabKubelet.
 //   - exec and grpc probes and lifecycle hooks: not run. An exec or grpc startup or
 //     readiness probe keeps its container unstarted or unready (its result cannot be
 //     known); an exec or grpc liveness probe is ignored. An Event says so.
 //   - SCTP ports, hostPort, attach (a container is no process), metrics and stats,
-//     eviction, static pods, node-pressure conditions (always False), ephemeral
-//     containers. An exec'd command gets the container's literal env values only, and
-//     runs as root with the host's programs, not the image's.
+//     eviction for node pressure, static pods, node-pressure conditions (always False),
+//     ephemeral containers. An exec'd command gets the container's literal env values
+//     only, and runs as root with the host's programs, not the image's.
 package kubelet

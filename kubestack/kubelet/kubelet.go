@@ -253,6 +253,9 @@ func (k *Kubelet) register(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if m.storage, err = nodeFSBytes(k.opts.StateDir); err != nil {
+		return err
+	}
 	boot := make([]byte, 16)
 	_, _ = rand.Read(boot)
 	k.since = metav1.Now()

@@ -98,9 +98,13 @@ func (w *podWorker) procSpec(ctx context.Context, pod *corev1.Pod, c *container)
 	if err != nil {
 		return procSpec{}, err
 	}
+	if m.storage, err = nodeFSBytes(w.k.opts.StateDir); err != nil {
+		return procSpec{}, err
+	}
 	d := downward{podIP: w.run.podIP, hostIP: node.IP, allocatable: corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewQuantity(int64(m.cpus), resource.DecimalSI),
-		corev1.ResourceMemory: *resource.NewQuantity(m.memory, resource.BinarySI),
+		corev1.ResourceCPU:              *resource.NewQuantity(int64(m.cpus), resource.DecimalSI),
+		corev1.ResourceMemory:           *resource.NewQuantity(m.memory, resource.BinarySI),
+		corev1.ResourceEphemeralStorage: *resource.NewQuantity(m.storage, resource.BinarySI),
 	}}
 	env, err := containerEnv(ctx, w.k, pod, c.r.spec, d)
 	if err != nil && c.r.real.kind == kindProcess {

@@ -30,6 +30,10 @@ type machine struct {
 	cpus   int
 	memory int64 // bytes
 	kernel string
+	// storage is the size in bytes of the filesystem holding the kubelet's state directory
+	// (nodeFSBytes), which a kubelet reports as ephemeral-storage (its nodefs); 0: unknown,
+	// not reported.
+	storage int64
 }
 
 // readMachine reads the CPU count, /proc/meminfo's MemTotal and the kernel release.
@@ -87,6 +91,11 @@ func nodeObject(s nodeSpec, now metav1.Time) *corev1.Node {
 		corev1.ResourceCPU:    *resource.NewQuantity(int64(s.machine.cpus), resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(s.machine.memory, resource.BinarySI),
 		corev1.ResourcePods:   *resource.NewQuantity(podCapacity(s.podCIDR), resource.DecimalSI),
+	}
+	if s.machine.storage > 0 {
+		// Allocatable is the whole filesystem: a kubelet subtracts its reservations and
+		// its hard nodefs eviction threshold, and the lab kubelet has neither.
+		capacity[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(s.machine.storage, resource.BinarySI)
 	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{

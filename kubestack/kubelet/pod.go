@@ -64,6 +64,10 @@ type podWorker struct {
 	cancelGrace    context.CancelFunc // ends the preStop hooks at the end of the grace period
 	sandboxRetryAt time.Time
 	sandboxBackoff time.Duration
+	// storageCheckAt is when the containers' ephemeral storage is read next (eviction.go).
+	storageCheckAt time.Time
+	// storageUsed is the last reading of it, for those who watch the worker (tests).
+	storageUsed atomic.Pointer[storageReading]
 }
 
 func newPodWorker(k *Kubelet, uid types.UID) *podWorker {
@@ -124,6 +128,9 @@ func (w *podWorker) nextWake() time.Duration {
 				earlier(c.retryAt)
 			}
 		}
+		if p := w.pod(); w.run.terminal == "" && p != nil && storageLimited(p) {
+			earlier(w.storageCheckAt)
+		}
 	}
 	earlier(w.statusRetryAt)
 	return max(time.Until(next), time.Millisecond)
@@ -147,6 +154,10 @@ func (w *podWorker) sync(ctx context.Context, deleted bool) bool {
 	switch {
 	case w.terminating:
 		if !time.Now().Before(w.killAt) || w.allStopped() {
+			if w.run.reason == ReasonEvicted && pod.DeletionTimestamp == nil {
+				w.endEviction(ctx) // an evicted Pod stays, Failed, until it is deleted
+				break
+			}
 			w.finish(ctx, pod)
 			return true
 		}
@@ -155,6 +166,9 @@ func (w *podWorker) sync(ctx context.Context, deleted bool) bool {
 	default:
 		w.ensureSandbox(ctx, pod)
 		w.ensureContainers(ctx, pod)
+		if w.checkStorage(ctx, pod) {
+			break // evicted: its containers get their grace period
+		}
 		if phase := podPhase(&w.run); phase == corev1.PodSucceeded || phase == corev1.PodFailed {
 			w.complete(ctx, phase)
 		}
@@ -243,7 +257,6 @@ func (w *podWorker) ensureSandbox(ctx context.Context, pod *corev1.Pod) {
 // its preStop hook and is then told to stop (SIGTERM; netexec's /readyz answers 503 in an
 // echo server, which goes on serving until the period ends).
 func (w *podWorker) beginTermination(ctx context.Context, pod *corev1.Pod) {
-	w.terminating = true
 	grace := defaultGrace
 	switch {
 	case pod.DeletionGracePeriodSeconds != nil:
@@ -254,6 +267,16 @@ func (w *podWorker) beginTermination(ctx context.Context, pod *corev1.Pod) {
 	if !w.run.sandbox || w.run.terminal != "" {
 		grace = 0 // nothing runs
 	}
+	w.stopAll(ctx, pod, grace)
+}
+
+// stopAll begins to stop every running container with a grace period: the pod is
+// terminating until the period ends or they all stopped (sync).
+func (w *podWorker) stopAll(ctx context.Context, pod *corev1.Pod, grace time.Duration) {
+	if w.cancelGrace != nil {
+		w.cancelGrace() // an eviction's, when the evicted pod is then deleted
+	}
+	w.terminating = true
 	w.killAt = time.Now().Add(grace)
 	gctx, cancel := context.WithDeadline(ctx, w.killAt)
 	w.cancelGrace = cancel

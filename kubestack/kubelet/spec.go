@@ -155,7 +155,12 @@ func unsupported(pod *corev1.Pod, rs []runnable) []string {
 				what = append(what, "env (only exec probes and hooks see it)")
 			}
 		}
-		if len(c.Resources.Requests) > 0 || len(c.Resources.Limits) > 0 || len(c.Resources.Claims) > 0 {
+		// Of resources, only an ephemeral-storage limit is enforced (eviction.go).
+		limits := len(c.Resources.Limits)
+		if _, ok := c.Resources.Limits[corev1.ResourceEphemeralStorage]; ok {
+			limits--
+		}
+		if len(c.Resources.Requests) > 0 || limits > 0 || len(c.Resources.Claims) > 0 {
 			what = append(what, "resources (not enforced)")
 		}
 		if c.SecurityContext != nil && !reflect.DeepEqual(*c.SecurityContext, corev1.SecurityContext{}) {

@@ -65,6 +65,12 @@ func TestUnsupported(t *testing.T) {
 			StartupProbe:   &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Port: intstr.FromInt32(80)}}},
 		}}},
 			want: []string{"container c: command/args, env (only exec probes and hooks see it), resources (not enforced), preStop hook not run, SCTP port 9 not served, hostPort 8080 not opened, liveness probe grpc not supported"}},
+		{name: "an ephemeral-storage limit is enforced, other resources are not", spec: corev1.PodSpec{Containers: []corev1.Container{
+			{Name: "only", Image: agnhost, Args: []string{"netexec"}, Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("5Mi")}}},
+			{Name: "also", Image: agnhost, Args: []string{"netexec"}, Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("5Mi"), corev1.ResourceMemory: resource.MustParse("1Gi")}}},
+		}}, want: []string{"container also: resources (not enforced)"}},
 		{name: "an agnhost process honours command, args and env", spec: corev1.PodSpec{Containers: []corev1.Container{{
 			Name: "c", Image: agnhost, Args: []string{"netexec"}, Env: []corev1.EnvVar{{Name: "A"}}, SecurityContext: &corev1.SecurityContext{},
 		}}}},
@@ -118,7 +124,7 @@ func TestPodCapacity(t *testing.T) {
 func TestNodeObject(t *testing.T) {
 	now := metav1.Now()
 	n := nodeObject(nodeSpec{name: "node-1", ip: netip.MustParseAddr("172.18.0.11"), podCIDR: netip.MustParsePrefix("10.244.1.0/24"),
-		zone: "z1", bootID: "b", machine: machine{cpus: 2, memory: 4 << 30, kernel: "6.18"}}, now)
+		zone: "z1", bootID: "b", machine: machine{cpus: 2, memory: 4 << 30, kernel: "6.18", storage: 50 << 30}}, now)
 	assert.Equal(t, "10.244.1.0/24", n.Spec.PodCIDR)
 	assert.Equal(t, []string{"10.244.1.0/24"}, n.Spec.PodCIDRs)
 	assert.Equal(t, "node-1", n.Labels[corev1.LabelHostname])
@@ -128,6 +134,11 @@ func TestNodeObject(t *testing.T) {
 	assert.Equal(t, int64(253), pods.Value())
 	cpu := n.Status.Capacity[corev1.ResourceCPU]
 	assert.Equal(t, int64(2), cpu.Value())
+	// The scheduler admits a pod with an ephemeral-storage request or limit only on a
+	// node whose allocatable has some.
+	storage := n.Status.Allocatable[corev1.ResourceEphemeralStorage]
+	assert.Equal(t, int64(50<<30), storage.Value())
+	assert.Equal(t, storage, n.Status.Capacity[corev1.ResourceEphemeralStorage])
 	var ready bool
 	for _, c := range n.Status.Conditions {
 		ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)

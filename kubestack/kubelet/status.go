@@ -58,6 +58,7 @@ type podRun struct {
 	restartPolicy   corev1.RestartPolicy
 	containers      []*containerRun // init containers (sidecars too) in order, then the others
 	terminal        corev1.PodPhase // Failed or Succeeded once ended; "" before
+	reason          string          // the status's reason: ReasonEvicted, or ""
 	message         string
 	readinessGates  []corev1.PodReadinessGate
 	otherConditions []corev1.PodCondition // conditions others own (readiness gates')
@@ -82,7 +83,7 @@ func (k conditionKeeper) set(t corev1.PodConditionType, ok bool, reason, message
 // buildStatus renders a pod's status from what the worker knows. Conditions keep their
 // transition times in keep.
 func buildStatus(r *podRun, keep conditionKeeper, now metav1.Time) corev1.PodStatus {
-	st := corev1.PodStatus{Message: r.message}
+	st := corev1.PodStatus{Reason: r.reason, Message: r.message}
 	if r.hostIP.IsValid() {
 		st.HostIP = r.hostIP.String()
 		st.HostIPs = []corev1.HostIP{{IP: st.HostIP}}

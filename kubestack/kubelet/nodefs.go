@@ -1,0 +1,29 @@
+//go:build linux
+
+package kubelet
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// nodeFSBytes is the size of the filesystem that holds dir (the kubelet's state
+// directory), as a kubelet reports the capacity of its nodefs: statfs's blocks times the
+// fragment size.
+func nodeFSBytes(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("node filesystem: statfs %s: %w", dir, err)
+	}
+	return int64(st.Blocks) * fsUnit(&st), nil
+}
+
+// fsUnit is the unit statfs counts blocks in: the fragment size, or the block size on a
+// filesystem that reports none.
+func fsUnit(st *unix.Statfs_t) int64 {
+	if st.Frsize > 0 {
+		return st.Frsize
+	}
+	return st.Bsize
+}
