@@ -66,7 +66,7 @@ func TestFormatDocStaleFails(t *testing.T) {
 	comments := typeComments(t, ".")
 	var a, b bytes.Buffer
 	require.NoError(t, writeFormatDoc(&a, DefaultRegistry(), comments))
-	reg := DefaultRegistry().AddMeasurement(renamed{Measurement: rulesMeasurement{}, name: "rules-again"})
+	reg := DefaultRegistry().AddMeasurement(renamed{Measurement: rulesMeasurement(), name: "rules-again"})
 	require.NoError(t, writeFormatDoc(&b, reg, comments))
 	assert.NotEqual(t, a.String(), b.String())
 	assert.Contains(t, b.String(), "### rules-again")

@@ -21,21 +21,11 @@ import (
 )
 
 // distributionMeasurement counts new connections per endpoint of a generated Service.
-type distributionMeasurement struct{}
-
-func (distributionMeasurement) Name() string { return reports.MeasureDistribution }
-func (distributionMeasurement) Doc() string {
-	return "Opens new connections to a Service over `endpoints` of the generated pods (made once, named after every ladder Service) and counts them per endpoint, with a chi-square goodness of fit against the expected shares (uniform, IPVS weights, or one endpoint for sticky selection). Every result carries chi2, df, p_value, max_deviation and same_backend_share."
-}
-
-// Metrics: the counts per endpoint, judged by their fit.
-func (distributionMeasurement) Metrics() []reports.Metric {
-	return reports.MetricsOf(reports.MeasureDistribution)
-}
-
-// Decode reads DistributionParams.
-func (distributionMeasurement) Decode(in Input) (Measuring, error) {
-	return decodeParams[DistributionParams](in)
+// Its metrics: the counts per endpoint, judged by their fit.
+func distributionMeasurement() Measurement {
+	return measurementKind[DistributionParams, *DistributionParams]{name: reports.MeasureDistribution,
+		doc:     "Opens new connections to a Service over `endpoints` of the generated pods (made once, named after every ladder Service) and counts them per endpoint, with a chi-square goodness of fit against the expected shares (uniform, IPVS weights, or one endpoint for sticky selection). Every result carries chi2, df, p_value, max_deviation and same_backend_share.",
+		metrics: []string{reports.MeasureDistribution}}
 }
 
 // Expected shares of a distribution.

@@ -18,20 +18,12 @@ import (
 
 // perRuleMeasurement times one more Service added one iptables call per rule, at the
 // table's current size or after a bulk prefill to a given size.
-type perRuleMeasurement struct{}
-
-func (perRuleMeasurement) Name() string { return reports.MeasurePerRule }
-func (perRuleMeasurement) Doc() string {
-	return "Adds generated Services one iptables call per rule and times each rule and each Service, at the table's current size or after a prefill to prefill Services with one iptables-restore; with restores, also times that many full and partial iptables-restore syncs of the same table (the 2017 curve; backends with per-rule timings only: iptables-perrule)."
+// Its metrics: the per-rule times describe a curve; they are not gated.
+func perRuleMeasurement() Measurement {
+	return measurementKind[PerRuleParams, *PerRuleParams]{name: reports.MeasurePerRule,
+		doc:     "Adds generated Services one iptables call per rule and times each rule and each Service, at the table's current size or after a prefill to prefill Services with one iptables-restore; with restores, also times that many full and partial iptables-restore syncs of the same table (the 2017 curve; backends with per-rule timings only: iptables-perrule).",
+		metrics: []string{reports.MeasurePerRule, reports.MeasurePerRuleService, reports.MeasurePerRuleRestore}}
 }
-
-// Metrics: the per-rule times describe a curve; they are not gated.
-func (perRuleMeasurement) Metrics() []reports.Metric {
-	return reports.MetricsOf(reports.MeasurePerRule, reports.MeasurePerRuleService, reports.MeasurePerRuleRestore)
-}
-
-// Decode reads PerRuleParams.
-func (perRuleMeasurement) Decode(in Input) (Measuring, error) { return decodeParams[PerRuleParams](in) }
 
 // PerRuleParams are the perrule measurement's parameters.
 type PerRuleParams struct {

@@ -206,9 +206,9 @@ func DefaultRegistry() *Registry {
 		r.AddStep(k)
 	}
 	for _, m := range []Measurement{
-		syncMeasurement{}, lookupMeasurement{}, distributionMeasurement{}, rulesMeasurement{},
-		perRuleMeasurement{}, programmingLatencyMeasurement{}, churnMeasurement{}, throughputMeasurement{},
-		firstPacketMeasurement{},
+		syncMeasurement(), lookupMeasurement(), distributionMeasurement(), rulesMeasurement(),
+		perRuleMeasurement(), programmingLatencyMeasurement(), churnMeasurement(), throughputMeasurement(),
+		firstPacketMeasurement(),
 	} {
 		r.AddMeasurement(m)
 	}
@@ -234,11 +234,25 @@ func (k stepKind[T, PT]) Decode(in Input) (Action, error) {
 	return a, in.Decode(a)
 }
 
-// decodeParams decodes a measurement's params into a new *T.
-func decodeParams[T any, PT interface {
+// measurementKind is a Measurement whose parameters are *T, decoded strictly from the
+// step's params; each measure_*.go file declares one with what it records.
+type measurementKind[T any, PT interface {
 	*T
 	Measuring
-}](in Input) (Measuring, error) {
+}] struct {
+	name, doc string
+	// metrics names the reports measurements it records (reports.MetricsOf).
+	metrics []string
+}
+
+func (k measurementKind[T, PT]) Name() string { return k.name }
+func (k measurementKind[T, PT]) Doc() string  { return k.doc }
+
+// Metrics declares the named measurements.
+func (k measurementKind[T, PT]) Metrics() []reports.Metric { return reports.MetricsOf(k.metrics...) }
+
+// Decode decodes the params into a new *T.
+func (k measurementKind[T, PT]) Decode(in Input) (Measuring, error) {
 	p := PT(new(T))
 	return p, in.Decode(p)
 }
