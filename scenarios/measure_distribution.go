@@ -64,13 +64,9 @@ type DistributionParams struct {
 
 // Default sets 10 endpoints, 100 connections per endpoint, and the expected shares.
 func (p *DistributionParams) Default() {
-	if p.Endpoints == 0 {
-		p.Endpoints = SyntheticPods
-	}
-	if p.Connections == 0 {
-		p.Connections = 100 * p.Endpoints
-	}
-	setString(&p.Affinity, "None")
+	setDefault(&p.Endpoints, SyntheticPods)
+	setDefault(&p.Connections, 100*p.Endpoints)
+	setDefault(&p.Affinity, "None")
 	if p.Expected == "" {
 		p.Expected = ExpectedUniform
 		if p.Weights != "" {

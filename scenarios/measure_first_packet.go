@@ -41,12 +41,8 @@ type FirstPacketParams struct {
 
 // Default sets 5 positions of 100 samples.
 func (p *FirstPacketParams) Default() {
-	if p.Positions == 0 {
-		p.Positions = 5
-	}
-	if p.Samples == 0 {
-		p.Samples = 100
-	}
+	setDefault(&p.Positions, 5)
+	setDefault(&p.Samples, 100)
 }
 
 // Validate checks the params; the Services probed are generated ones, which must exist at

@@ -35,9 +35,7 @@ type LookupParams struct {
 
 // Default sets 200 samples.
 func (p *LookupParams) Default() {
-	if p.Samples == 0 {
-		p.Samples = 200
-	}
+	setDefault(&p.Samples, 200)
 }
 
 // Validate checks the samples and the host; the targets are generated Services, which

@@ -39,9 +39,7 @@ type PerRuleParams struct {
 
 // Default sets one addition.
 func (p *PerRuleParams) Default() {
-	if p.Adds == 0 {
-		p.Adds = 1
-	}
+	setDefault(&p.Adds, 1)
 }
 
 // Validate needs backends with per-rule timings and bounded counts; the step adds

@@ -47,9 +47,7 @@ func (p *ProgrammingLatencyParams) Default() {
 	if p.Mode != ProgrammingModeProbed {
 		return
 	}
-	if p.Samples == 0 {
-		p.Samples = 20
-	}
+	setDefault(&p.Samples, 20)
 	if p.Timeout == nil {
 		p.Timeout = NewDuration(30 * time.Second)
 	}

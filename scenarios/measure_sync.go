@@ -38,10 +38,8 @@ type SyncParams struct {
 
 // Default sets kind full and 3 repeats.
 func (p *SyncParams) Default() {
-	setString(&p.Kind, SyncFull)
-	if p.Repeats == 0 {
-		p.Repeats = 3
-	}
+	setDefault(&p.Kind, SyncFull)
+	setDefault(&p.Repeats, 3)
 }
 
 // Validate checks kind and repeats; a partial sync needs generated Services to change.

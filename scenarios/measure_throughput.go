@@ -63,16 +63,10 @@ type ThroughputParams struct {
 
 // Default fills the load's shape.
 func (p *ThroughputParams) Default() {
-	setString(&p.Kind, ThroughputBoth)
-	if p.Endpoints == 0 {
-		p.Endpoints = SyntheticPods
-	}
-	if p.Workers == 0 {
-		p.Workers = probe.DefaultLoadWorkers
-	}
-	if p.MaxOps == 0 {
-		p.MaxOps = probe.DefaultLoadMaxOps
-	}
+	setDefault(&p.Kind, ThroughputBoth)
+	setDefault(&p.Endpoints, SyntheticPods)
+	setDefault(&p.Workers, probe.DefaultLoadWorkers)
+	setDefault(&p.MaxOps, probe.DefaultLoadMaxOps)
 	if p.Duration == nil {
 		p.Duration = NewDuration(probe.DefaultLoadDuration)
 	}

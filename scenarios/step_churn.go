@@ -88,11 +88,9 @@ type ChurnTemplate struct {
 // Default sets the template's port (80), protocol (TCP) and type (ClusterIP).
 func (c *ChurnStep) Default() {
 	tp := &c.Template
-	if tp.Port == 0 {
-		tp.Port = DefaultChurnPort
-	}
-	setString(&tp.Protocol, "TCP")
-	setString(&tp.Type, "ClusterIP")
+	setDefault(&tp.Port, DefaultChurnPort)
+	setDefault(&tp.Protocol, "TCP")
+	setDefault(&tp.Type, "ClusterIP")
 }
 
 // Validate checks the pattern's fields, and that the Services it changes exist at this

@@ -33,7 +33,7 @@ func (d *DeleteStep) ManifestRefs() []ManifestRef { return d.Manifests }
 // Default sets the namespace of an object named by kind and name.
 func (d *DeleteStep) Default() {
 	if d.Kind != "" {
-		setString(&d.Namespace, manifest.DefaultNamespace)
+		setDefault(&d.Namespace, manifest.DefaultNamespace)
 	}
 }
 

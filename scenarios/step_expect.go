@@ -129,9 +129,9 @@ func (e *ExpectStep) Default() {
 		}
 	}
 	if e.To.Service != "" {
-		setString(&e.To.Address, AddressClusterIP)
+		setDefault(&e.To.Address, AddressClusterIP)
 		if e.To.Address == AddressNodePort {
-			setString(&e.To.Node, "node-0")
+			setDefault(&e.To.Node, "node-0")
 		}
 	}
 }

@@ -34,7 +34,7 @@ type SetPodsStep struct {
 }
 
 // Default sets the namespace.
-func (sp *SetPodsStep) Default() { setString(&sp.Namespace, manifest.DefaultNamespace) }
+func (sp *SetPodsStep) Default() { setDefault(&sp.Namespace, manifest.DefaultNamespace) }
 
 // Validate requires pods that exist at this step and a condition to set.
 func (sp *SetPodsStep) Validate(v *Validation, p *field.Path) field.ErrorList {
