@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"kpbench.dev/kpbench/internal/conns"
 	"kpbench.dev/kpbench/internal/netns"
 )
 
@@ -27,8 +28,9 @@ type Forward struct {
 	upstream string
 	wg       sync.WaitGroup
 
+	conns conns.Set
+
 	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
 	closed bool
 }
 
@@ -40,7 +42,7 @@ func (cp *ControlPlane) ForwardLoopback(port int) (*Forward, error) {
 	if port < 0 || port > 65535 {
 		return nil, fmt.Errorf("forward to the API server: port %d is not in 0-65535", port)
 	}
-	f := &Forward{cp: cp, upstream: netip.AddrPortFrom(cp.IP, Port).String(), conns: map[net.Conn]struct{}{}}
+	f := &Forward{cp: cp, upstream: netip.AddrPortFrom(cp.IP, Port).String()}
 	// The listener must be made in the host's namespace and nowhere else: on a thread of
 	// its own that checks where it is (an unlocked thread never stays in a lab namespace,
 	// see internal/netns; this makes sure).
@@ -84,8 +86,7 @@ func (f *Forward) acceptLoop() {
 			continue
 		}
 		backoff = 5 * time.Millisecond
-		if !f.track(c) {
-			_ = c.Close()
+		if !f.conns.Add(c) {
 			return
 		}
 		f.wg.Add(1)
@@ -93,39 +94,20 @@ func (f *Forward) acceptLoop() {
 	}
 }
 
-// track registers a connection, for Close to close, unless the forward is closed.
-func (f *Forward) track(c net.Conn) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return false
-	}
-	f.conns[c] = struct{}{}
-	return true
-}
-
-func (f *Forward) untrack(c net.Conn) {
-	f.mu.Lock()
-	delete(f.conns, c)
-	f.mu.Unlock()
-	_ = c.Close()
-}
-
 // relay copies between a client and a new upstream connection to the API server.
 func (f *Forward) relay(client net.Conn) {
 	defer f.wg.Done()
-	defer f.untrack(client)
+	defer f.conns.Remove(client)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	up, err := f.cp.dial(ctx, "tcp", f.upstream)
 	cancel()
 	if err != nil {
 		return // the client sees the connection close: the API server is unreachable
 	}
-	if !f.track(up) {
-		_ = up.Close()
+	if !f.conns.Add(up) {
 		return
 	}
-	defer f.untrack(up)
+	defer f.conns.Remove(up)
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
 		_, _ = io.Copy(dst, src)
@@ -150,15 +132,9 @@ func (f *Forward) Close() error {
 		return nil
 	}
 	f.closed = true
-	conns := make([]net.Conn, 0, len(f.conns))
-	for c := range f.conns {
-		conns = append(conns, c)
-	}
 	f.mu.Unlock()
 	err := f.ln.Close()
-	for _, c := range conns {
-		_ = c.Close()
-	}
+	f.conns.Close(false)
 	f.wg.Wait()
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("close the forward on %s: %w", f.ln.Addr(), err)

@@ -32,6 +32,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"kpbench.dev/kpbench/internal/conns"
 	"kpbench.dev/kpbench/internal/netns"
 )
 
@@ -76,7 +77,7 @@ type Server struct {
 	closed    bool
 	listeners []net.Listener
 	packets   []net.PacketConn
-	conns     map[net.Conn]struct{}
+	conns     conns.Set
 }
 
 // Serve opens the given ports inside the network namespace at nsPath (a pod) and serves them
@@ -98,7 +99,6 @@ func Serve(nsPath string, id Identity, ports []Port) (*Server, error) {
 		id:     id,
 		ports:  append([]Port(nil), ports...),
 		idle:   DefaultIdleTimeout,
-		conns:  make(map[net.Conn]struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	err = netns.Do(nsPath, func() error {
@@ -251,38 +251,17 @@ func (s *Server) acceptLoop(l net.Listener, port int32) {
 			continue
 		}
 		backoff = 5 * time.Millisecond
-		if !s.track(c) {
-			_ = c.Close()
+		if !s.conns.Add(c) {
 			return
 		}
+		s.wg.Add(1) // acceptLoop holds one: this cannot race Close's Wait
 		go func() {
 			defer s.wg.Done()
-			defer s.untrack(c)
+			defer s.conns.Remove(c)
 			client := unmap(c.RemoteAddr().(*net.TCPAddr).AddrPort())
 			serveTCP(s.ctx, c, s.answerLine(client, port, TCP), s.idle, s.netexec(client, port).serve)
 		}()
 	}
-}
-
-// track registers an accepted connection (and one more goroutine in wg) unless the server
-// is closed.
-func (s *Server) track(c net.Conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	return true
-}
-
-// untrack closes and forgets an accepted connection.
-func (s *Server) untrack(c net.Conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-	_ = c.Close()
 }
 
 // packetLoop answers UDP datagrams until the socket is closed.
@@ -322,20 +301,9 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	s.cancel()
-	conns := make([]net.Conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
 	s.mu.Unlock()
 	err := s.closeSockets()
-	for _, c := range conns {
-		// Reset, as when a pod dies: a FIN would leave an orphan socket in FIN_WAIT that
-		// still holds the namespace until the peer acknowledges it.
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0)
-		}
-		_ = c.Close()
-	}
+	s.conns.Close(true) // reset: the namespace must be free once Close returns
 	s.wg.Wait()
 	if err != nil {
 		return fmt.Errorf("echo close %s in %s: %w", s.id.Pod, s.nsPath, err)
