@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -257,6 +258,24 @@ func (w *Worker) Run(ctx context.Context, fn func() error) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Dial connects with d from inside the worker's namespace, after Guard: the socket belongs
+// to that namespace, whichever thread reads or writes it later (HTTP clients that reach a
+// lab address use it as their DialContext).
+//
+// Equivalent to: `ip netns exec $ns socat - TCP:$address`.
+func (w *Worker) Dial(ctx context.Context, d *net.Dialer, network, address string) (net.Conn, error) {
+	var c net.Conn
+	err := w.Run(ctx, func() error {
+		if err := Guard(); err != nil {
+			return err
+		}
+		var err error
+		c, err = d.DialContext(ctx, network, address)
+		return err
+	})
+	return c, err
 }
 
 // Stop ends the worker after the job it is running; its thread is back in its first

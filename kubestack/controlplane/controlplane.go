@@ -381,16 +381,7 @@ func waitLinkUp(ctx context.Context, nsPath, name string) error {
 // dial opens a connection from inside the control-plane namespace, for the publisher's and
 // the readiness checks' HTTP clients.
 func (cp *ControlPlane) dial(ctx context.Context, network, address string) (net.Conn, error) {
-	var c net.Conn
-	err := cp.worker.Run(ctx, func() error {
-		if err := netns.Guard(); err != nil {
-			return err
-		}
-		var err error
-		c, err = (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, network, address)
-		return err
-	})
-	return c, err
+	return cp.worker.Dial(ctx, &net.Dialer{Timeout: 10 * time.Second}, network, address)
 }
 
 // Server returns the API server's URL, https://<fabric IP>:6443.
