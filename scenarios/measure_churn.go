@@ -14,15 +14,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/measure"
 )
 
-// churnMeasurement reports the correctness, rate and syncs of the last probed churn.
-// Its metrics: churn figures are checked by limits, not by compare.
-func churnMeasurement() Measurement {
-	return measurementKind[ChurnParams, *ChurnParams]{name: "churn",
-		doc: "What the last mixed churn with a prober saw: misroutes (connections to an endpoint a finished sync had removed), false refusals (a live Service refusing), other probe failures, the change rate achieved, and the probing node's syncs during the churn. Use `limits` to require 0 misroutes and 0 false refusals. It fails by itself when its prober probed live Services fewer than params.minLiveProbes times (default: once per change) or more than params.maxFailedShare of those probes timed out or were reset (default 1%).",
-		metrics: []string{reports.MeasureChurnMisroutes, reports.MeasureChurnFalseRefusals,
-			reports.MeasureChurnProbeFailures, reports.MeasureChurnRate, reports.MeasureChurnSync}}
-}
-
 // ChurnParams are the churn measurement's parameters: the bounds of its prober's verdict
 // (measure.ChurnBounds), checked whatever the limits say.
 type ChurnParams struct {

@@ -20,14 +20,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/synth"
 )
 
-// distributionMeasurement counts new connections per endpoint of a generated Service.
-// Its metrics: the counts per endpoint, judged by their fit.
-func distributionMeasurement() Measurement {
-	return measurementKind[DistributionParams, *DistributionParams]{name: reports.MeasureDistribution,
-		doc:     "Opens new connections to a Service over `endpoints` of the generated pods (made once, named after every ladder Service) and counts them per endpoint, with a chi-square goodness of fit against the expected shares (uniform, IPVS weights, or one endpoint for sticky selection). Every result carries chi2, df, p_value, max_deviation and same_backend_share.",
-		metrics: []string{reports.MeasureDistribution}}
-}
-
 // Expected shares of a distribution.
 const (
 	ExpectedUniform = "uniform"

@@ -15,16 +15,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/synth"
 )
 
-// firstPacketMeasurement times first packets along the whole rule order: the curve of
-// lookup cost against a Service's position, with its percentiles.
-// Its metrics: the connect latency at every rank is gated on its median and p99; the control
-// describes the machine.
-func firstPacketMeasurement() Measurement {
-	return measurementKind[FirstPacketParams, *FirstPacketParams]{name: reports.MeasureFirstPacket,
-		doc:     "First-packet latency percentiles per position: TCP connect latency from a host to generated Services at `positions` evenly spaced ranks of the rule order (0% the first, 100% the last), interleaved so that drift hits every rank alike, with the established-connection control. Where lookup gives three points, this gives the curve: linear in the rank for iptables' chain walk, flat for nftables' maps and IPVS's hash.",
-		metrics: []string{reports.MeasureFirstPacket}}
-}
-
 // MaxFirstPacketPositions bounds the ranks one first-packet measurement probes.
 const MaxFirstPacketPositions = 101
 

@@ -15,15 +15,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/synth"
 )
 
-// lookupMeasurement times first packets to the first, middle and last generated Service.
-// Its metrics: connect latency per position is gated (median and p99); the established
-// control describes the machine.
-func lookupMeasurement() Measurement {
-	return measurementKind[LookupParams, *LookupParams]{name: reports.MeasureLookup,
-		doc:     "First-packet cost: TCP connect latency from a host to the first, middle and last generated Service (positions in the rule order), interleaved, with the established-connection control: one request over a connection kept open, in every round right after its connects (established flows skip the Service rules; compare pairs sample i of each).",
-		metrics: []string{reports.MeasureLookup}}
-}
-
 // LookupParams are the lookup measurement's parameters.
 type LookupParams struct {
 	// Samples is the number of connects per position (and of requests of the control),

@@ -16,15 +16,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/synth"
 )
 
-// perRuleMeasurement times one more Service added one iptables call per rule, at the
-// table's current size or after a bulk prefill to a given size.
-// Its metrics: the per-rule times describe a curve; they are not gated.
-func perRuleMeasurement() Measurement {
-	return measurementKind[PerRuleParams, *PerRuleParams]{name: reports.MeasurePerRule,
-		doc:     "Adds generated Services one iptables call per rule and times each rule and each Service, at the table's current size or after a prefill to prefill Services with one iptables-restore; with restores, also times that many full and partial iptables-restore syncs of the same table (the 2017 curve; backends with per-rule timings only: iptables-perrule).",
-		metrics: []string{reports.MeasurePerRule, reports.MeasurePerRuleService, reports.MeasurePerRuleRestore}}
-}
-
 // PerRuleParams are the perrule measurement's parameters.
 type PerRuleParams struct {
 	// Prefill grows the generated Services to this many first, with one iptables-restore

@@ -11,15 +11,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/measure"
 )
 
-// rulesMeasurement counts what the backend left in node 0's kernel.
-// Its metrics: the rule count is exact and gated; the memory, one host-wide reading, is
-// informational.
-func rulesMeasurement() Measurement {
-	return measurementKind[RulesParams, *RulesParams]{name: reports.MeasureRules,
-		doc:     "Counts the rules the backend left in node 0's kernel (`-A` rules of iptables-save, rules and set elements of nft's table, IPVS virtual and real servers), and the kernel memory they occupy (growth since before the lab, host-wide).",
-		metrics: []string{reports.MeasureRules, reports.MeasureRulesMemory}}
-}
-
 // RulesParams are the rules measurement's parameters: none.
 type RulesParams struct{}
 

@@ -12,16 +12,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/measure"
 )
 
-// syncMeasurement times syncs of node 0's proxy.
-// Its metrics: the wall time of full and partial syncs is gated; the rest describes them.
-func syncMeasurement() Measurement {
-	return measurementKind[SyncParams, *SyncParams]{name: reports.MeasureSync,
-		doc: "Times syncs of node 0's proxy: `full` rewrites everything on the current state, `partial` follows a change of one generated Service (the middle one). Records the wall time with its generate/apply split, a machine control (a fixed CPU work timed just before and after every sync), the tool's CPU time (backends that exec a tool), and the bytes, rules and Services written.",
-		metrics: []string{reports.MeasureSync, reports.MeasureSyncGenerate, reports.MeasureSyncApply,
-			reports.MeasureSyncApplyCPU, reports.MeasureSyncUnplannedFull, reports.MeasureSyncBytes,
-			reports.MeasureSyncRules, reports.MeasureSyncChangedServices}}
-}
-
 // Sync kinds.
 const (
 	SyncFull    = "full"

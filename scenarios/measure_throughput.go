@@ -19,15 +19,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/synth"
 )
 
-// throughputMeasurement loads a NodePort Service from several hosts at once.
-// Its metrics: the rates are gated (higher is better); the latencies describe them.
-func throughputMeasurement() Measurement {
-	return measurementKind[ThroughputParams, *ThroughputParams]{name: reports.MeasureThroughput,
-		doc: "Loads a NodePort Service over `endpoints` of the generated pods (made once) from every host of `from` at once (pods and nodes use its ClusterIP, external clients node 0's node port): new connections per second and/or requests per second over kept-alive connections, with their latency and the machine's CPU during the load (net of an idle baseline). Its results are kept even when the load fails.",
-		metrics: []string{reports.MeasureThroughputConnections, reports.MeasureThroughputRequests,
-			reports.MeasureThroughputLatency}}
-}
-
 // Kinds of throughput load.
 const (
 	ThroughputConnections = string(probe.LoadConnections)

@@ -15,9 +15,9 @@ import (
 	"kpbench.dev/kpbench/reports"
 )
 
-// A scenario's steps are plug-ins: each kind of step (`apply`, `wait`, `measure`, ...) and
-// each measurement (`sync`, `lookup`, ...) is one file implementing one small interface,
-// registered by name in a Registry. Loading, validation, running, diff-rules and the
+// A scenario's steps are plug-ins: each kind of step (`apply`, `wait`, `measure`, ...) is one
+// file implementing one small interface, each measurement (`sync`, `lookup`, ...) one file
+// of typed params (measurements.go declares them), all registered by name in a Registry. Loading, validation, running, diff-rules and the
 // format's documentation (docs/scenario-format.md) all read the registry; nothing else
 // knows the names.
 
@@ -205,11 +205,7 @@ func DefaultRegistry() *Registry {
 	} {
 		r.AddStep(k)
 	}
-	for _, m := range []Measurement{
-		syncMeasurement(), lookupMeasurement(), distributionMeasurement(), rulesMeasurement(),
-		perRuleMeasurement(), programmingLatencyMeasurement(), churnMeasurement(), throughputMeasurement(),
-		firstPacketMeasurement(),
-	} {
+	for _, m := range shippedMeasurements() {
 		r.AddMeasurement(m)
 	}
 	return r.AddRunMetrics(controlPlaneMetrics()...)
@@ -235,7 +231,7 @@ func (k stepKind[T, PT]) Decode(in Input) (Action, error) {
 }
 
 // measurementKind is a Measurement whose parameters are *T, decoded strictly from the
-// step's params; each measure_*.go file declares one with what it records.
+// step's params; shippedMeasurements declares kpbench's own.
 type measurementKind[T any, PT interface {
 	*T
 	Measuring

@@ -93,7 +93,7 @@ func TestRegistryDeclaresWhatReportsDraw(t *testing.T) {
 		reports.MeasureThroughputRequests, reports.MeasureThroughputLatency, reports.MeasureControlPlaneStartup} {
 		assert.True(t, declared[name], "%s is declared", name)
 	}
-	assert.Panics(t, func() { reg.AddMeasurement(syncMeasurement()) })
+	assert.Panics(t, func() { reg.AddMeasurement(mustMeasurement(t, "sync")) })
 	assert.Panics(t, func() { reg.AddStep(waitStepKind()) })
 }
 
