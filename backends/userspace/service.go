@@ -133,10 +133,10 @@ func (s *service) listen() error {
 
 // serve starts serving the listener.
 func (s *service) serve() {
-	s.wg.Add(1)
 	if s.ln != nil {
-		go s.acceptLoop()
+		s.conns.Serve(s.ln, &s.wg, s.handleTCP)
 	} else {
+		s.wg.Add(1)
 		go s.packetLoop()
 	}
 }
@@ -161,35 +161,8 @@ func (s *service) close() {
 	s.wg.Wait()
 }
 
-// acceptLoop accepts TCP connections until the listener is closed.
-func (s *service) acceptLoop() {
-	defer s.wg.Done()
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Out of file descriptors and the like: back off a little, as net/http does.
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			continue
-		}
-		if !s.conns.Add(c) {
-			continue
-		}
-		s.wg.Add(1)
-		go s.handleTCP(c)
-	}
-}
-
 // handleTCP connects an accepted client to an endpoint and copies bytes both ways.
 func (s *service) handleTCP(client net.Conn) {
-	defer s.wg.Done()
-	defer s.conns.Remove(client)
 	up := s.connect(client.RemoteAddr())
 	if up == nil {
 		return // no endpoint answered: the client sees its connection closed

@@ -1,11 +1,14 @@
 // Package conns holds the live connections of a server (the lab's echo servers, the
 // userspace proxy, the API server forward) so that its Close can close every one of them:
-// a connection accepted while the server closes is refused rather than left open.
+// a connection accepted while the server closes is refused rather than left open. Serve is
+// the accept loop they share.
 package conns
 
 import (
+	"errors"
 	"net"
 	"sync"
+	"time"
 )
 
 // Set is the open connections of one server. The zero value is an empty, open set; it is
@@ -57,4 +60,39 @@ func (s *Set) Close(reset bool) {
 		}
 		_ = c.Close()
 	}
+}
+
+// Serve accepts connections from ln until ln is closed, on a goroutine counted in wg, and
+// runs handle on each accepted one, on a goroutine of its own also counted in wg, with the
+// connection in s until handle returns (then it is closed). A server's Close thus closes ln,
+// calls s.Close and waits for wg. An accept error other than a closed listener (out of
+// file descriptors or memory) is retried after a pause that doubles from 5 ms up to 1 s, as
+// net/http does.
+func (s *Set) Serve(ln net.Listener, wg *sync.WaitGroup, handle func(net.Conn)) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		backoff := 5 * time.Millisecond
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				time.Sleep(backoff)
+				backoff = min(2*backoff, time.Second)
+				continue
+			}
+			backoff = 5 * time.Millisecond
+			if !s.Add(c) {
+				return
+			}
+			wg.Add(1) // this goroutine holds one: the Add cannot race a Wait that saw zero
+			go func() {
+				defer wg.Done()
+				defer s.Remove(c)
+				handle(c)
+			}()
+		}
+	}()
 }

@@ -61,8 +61,7 @@ func (cp *ControlPlane) ForwardLoopback(port int) (*Forward, error) {
 	if err := <-errc; err != nil {
 		return nil, fmt.Errorf("forward to the API server: listen on 127.0.0.1:%d: %w", port, err)
 	}
-	f.wg.Add(1)
-	go f.acceptLoop()
+	f.conns.Serve(f.ln, &f.wg, f.relay)
 	return f, nil
 }
 
@@ -72,32 +71,8 @@ func (f *Forward) Addr() netip.AddrPort { return f.ln.Addr().(*net.TCPAddr).Addr
 // Server returns the URL clients use: https://127.0.0.1:PORT.
 func (f *Forward) Server() string { return "https://" + f.Addr().String() }
 
-func (f *Forward) acceptLoop() {
-	defer f.wg.Done()
-	backoff := 5 * time.Millisecond
-	for {
-		c, err := f.ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			time.Sleep(backoff) // out of file descriptors: wait a little, as net/http does
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 5 * time.Millisecond
-		if !f.conns.Add(c) {
-			return
-		}
-		f.wg.Add(1)
-		go f.relay(c)
-	}
-}
-
 // relay copies between a client and a new upstream connection to the API server.
 func (f *Forward) relay(client net.Conn) {
-	defer f.wg.Done()
-	defer f.conns.Remove(client)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	up, err := f.cp.dial(ctx, "tcp", f.upstream)
 	cancel()

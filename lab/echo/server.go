@@ -130,8 +130,7 @@ func Serve(nsPath string, id Identity, ports []Port) (*Server, error) {
 		return nil, fmt.Errorf("echo serve %s in %s: %w", id.Pod, nsPath, err)
 	}
 	for i, l := range s.listeners {
-		s.wg.Add(1)
-		go s.acceptLoop(l, tcpPorts(ports)[i])
+		s.conns.Serve(l, &s.wg, s.tcpHandler(tcpPorts(ports)[i]))
 	}
 	for i, c := range s.packets {
 		s.wg.Add(1)
@@ -234,33 +233,11 @@ func unmap(ap netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }
 
-// acceptLoop accepts TCP connections until the listener is closed.
-func (s *Server) acceptLoop(l net.Listener, port int32) {
-	defer s.wg.Done()
-	backoff := 5 * time.Millisecond
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Out of file descriptors or memory: wait a little, as net/http does.
-			t := time.NewTimer(backoff)
-			<-t.C
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 5 * time.Millisecond
-		if !s.conns.Add(c) {
-			return
-		}
-		s.wg.Add(1) // acceptLoop holds one: this cannot race Close's Wait
-		go func() {
-			defer s.wg.Done()
-			defer s.conns.Remove(c)
-			client := unmap(c.RemoteAddr().(*net.TCPAddr).AddrPort())
-			serveTCP(s.ctx, c, s.answerLine(client, port, TCP), s.idle, s.netexec(client, port).serve)
-		}()
+// tcpHandler serves one accepted connection of a TCP port.
+func (s *Server) tcpHandler(port int32) func(net.Conn) {
+	return func(c net.Conn) {
+		client := unmap(c.RemoteAddr().(*net.TCPAddr).AddrPort())
+		serveTCP(s.ctx, c, s.answerLine(client, port, TCP), s.idle, s.netexec(client, port).serve)
 	}
 }
 
