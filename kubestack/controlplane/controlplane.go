@@ -485,7 +485,7 @@ func (cp *ControlPlane) PIDs() map[string]int {
 	out := map[string]int{}
 	for _, c := range []*component{cp.etcd, cp.api, cp.kcm, cp.sched} {
 		if c != nil {
-			out[c.name] = c.cmd.Process.Pid
+			out[c.name] = c.Pid()
 		}
 	}
 	return out
@@ -504,8 +504,11 @@ func (cp *ControlPlane) Stop(ctx context.Context) error {
 	cp.mu.Unlock()
 	var errs []error
 	for _, c := range []*component{cp.sched, cp.kcm, cp.api, cp.etcd} {
-		if c != nil {
-			errs = append(errs, c.stop(ctx, cp.opts.StopGrace))
+		if c == nil {
+			continue
+		}
+		if err := c.Stop(ctx, cp.opts.StopGrace); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", c.name, err))
 		}
 	}
 	if cp.worker != nil {
