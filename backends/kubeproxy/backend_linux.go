@@ -121,17 +121,7 @@ func (b *Backend) ForceFullSync() { b.full.ForceFullSync() }
 // dialInNode opens the TCP connection from a thread inside the node's namespace; the
 // socket stays there.
 func (b *Backend) dialInNode(ctx context.Context, network, addr string) (net.Conn, error) {
-	var c net.Conn
-	err := netns.Do(b.opts.NetNSPath, func() error {
-		if err := netns.Guard(); err != nil {
-			return err
-		}
-		var d net.Dialer
-		var err error
-		c, err = d.DialContext(ctx, network, addr)
-		return err
-	})
-	return c, err
+	return netns.Dial(ctx, b.opts.NetNSPath, &net.Dialer{}, network, addr)
 }
 
 // Scrape reads kube-proxy's /metrics from inside the node's namespace.

@@ -86,7 +86,7 @@ func TestStoppedWorkersLeaveNoThreadInside(t *testing.T) {
 	assert.Empty(t, inside(), "threads left in the namespace after Stop")
 }
 
-// TestWorkerDial: a worker's Dial reaches a listener that exists only inside its namespace.
+// TestWorkerDial: a worker's Dial, and Dial, reach a listener that exists only inside its namespace.
 func TestWorkerDial(t *testing.T) {
 	_, path := testutil.NewNetNS(t)
 	require.NoError(t, netns.LoopbackUp(path))
@@ -101,6 +101,9 @@ func TestWorkerDial(t *testing.T) {
 	require.NoError(t, err)
 	defer w.Stop()
 	c, err := w.Dial(context.Background(), &net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String())
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	c, err = netns.Dial(context.Background(), path, &net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String())
 	require.NoError(t, err)
 	require.NoError(t, c.Close())
 }

@@ -209,17 +209,7 @@ func (s *Server) netexec(client netip.AddrPort, port int32) *netexec {
 // dialInPod connects from a thread inside the pod's namespace (netexec's /dial); the socket
 // stays there.
 func (s *Server) dialInPod(ctx context.Context, network, address string) (net.Conn, error) {
-	var c net.Conn
-	err := netns.Do(s.nsPath, func() error {
-		if err := netns.Guard(); err != nil {
-			return err
-		}
-		var d net.Dialer
-		var err error
-		c, err = d.DialContext(ctx, network, address)
-		return err
-	})
-	return c, err
+	return netns.Dial(ctx, s.nsPath, &net.Dialer{}, network, address)
 }
 
 // answerLine renders the answer for one client, with its newline.
