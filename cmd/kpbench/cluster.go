@@ -182,19 +182,13 @@ type clusterStatus struct {
 }
 
 func newClusterStatusCmd() *cobra.Command {
-	var name, output, dir, labDir string
-	cmd := &cobra.Command{
-		Use:     "status --name NAME [-o json]",
-		Short:   "Show a cluster's components, memory, start-up times and hosts",
-		Example: "  kpbench cluster status --name demo -o json | jq '.startup, .memory'",
-		Args:    exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
+	var dir, labDir string
+	cmd := newStatusCmd("cluster", "Show a cluster's components, memory, start-up times and hosts",
+		"  kpbench cluster status --name demo -o json | jq '.startup, .memory'",
+		func(name string) (clusterStatus, error) {
 			rec, err := kubestack.Registry{Dir: dir}.Read(name)
 			if err != nil {
-				return unknownIsBadInput(err)
+				return clusterStatus{}, err
 			}
 			st := clusterStatus{Record: *rec, OwnerAlive: rec.OwnerAlive(), Hosts: []lab.HostRecord{}}
 			if st.OwnerAlive {
@@ -210,14 +204,10 @@ func newClusterStatusCmd() *cobra.Command {
 					}
 				}
 			}
-			return printStatus(cmd.OutOrStdout(), output, st, func() error { return printClusterStatus(cmd.OutOrStdout(), st) })
-		},
-	}
-	cmd.Flags().StringVar(&name, "name", "", "cluster name (required)")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+			return st, nil
+		}, printClusterStatus)
 	cmd.Flags().StringVar(&dir, "dir", kubestack.DefaultDir, "directory of cluster records")
 	labRegistryFlag(cmd.Flags(), &labDir)
-	_ = cmd.MarkFlagRequired("name")
 	return cmd
 }
 

@@ -42,14 +42,7 @@ Exit status: 0 every case × backend passed, xfailed or xpassed (or skipped, wit
 		Args:    cobra.NoArgs,
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opener, err := kf.opener(cmd)
-			if err != nil {
-				return err
-			}
-			if opener != nil {
-				backend = ""
-			}
-			backends, err := parseBackends(backend)
+			opener, backends, err := kf.openerAndBackends(cmd, backend)
 			if err != nil {
 				return err
 			}

@@ -75,6 +75,18 @@ func (k *kubeFlags) validate() error {
 	return nil
 }
 
+// openerAndBackends returns the opener (nil: the lab) and the backends --backend names
+// (parseBackends); with --kubeconfig there are none: the cluster's own proxy runs the
+// scenarios.
+func (k *kubeFlags) openerAndBackends(cmd *cobra.Command, backend string) (scenarios.Opener, []string, error) {
+	opener, err := k.opener(cmd)
+	if err != nil || opener != nil {
+		return opener, nil, err
+	}
+	backends, err := parseBackends(backend)
+	return nil, backends, err
+}
+
 // opener returns what opens the cluster of --kubeconfig for each scenario that conform
 // and run send there, or nil (and no error) without --kubeconfig: the lab. It refuses
 // the flags that have no meaning there.

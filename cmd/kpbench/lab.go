@@ -148,28 +148,17 @@ func detachLab(ctx context.Context, cmd *cobra.Command, f labUpFlags) error {
 }
 
 func newLabStatusCmd() *cobra.Command {
-	var name, output, registry string
-	cmd := &cobra.Command{
-		Use:     "status --name NAME [-o json]",
-		Short:   "Show a lab's nodes, pods and clients with their addresses",
-		Example: "  kpbench lab status --name demo -o json | jq '.pods[] | select(.ready)'",
-		Args:    exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
+	var registry string
+	cmd := newStatusCmd("lab", "Show a lab's nodes, pods and clients with their addresses",
+		"  kpbench lab status --name demo -o json | jq '.pods[] | select(.ready)'",
+		func(name string) (labStatus, error) {
 			rec, err := lab.Registry{Dir: registry}.Read(name)
 			if err != nil {
-				return unknownIsBadInput(err)
+				return labStatus{}, err
 			}
-			st := statusFromRecord(rec)
-			return printStatus(cmd.OutOrStdout(), output, st, func() error { return printLabStatus(cmd.OutOrStdout(), st) })
-		},
-	}
-	cmd.Flags().StringVar(&name, "name", "", "lab name (required)")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+			return statusFromRecord(rec), nil
+		}, printLabStatus)
 	labRegistryFlag(cmd.Flags(), &registry)
-	_ = cmd.MarkFlagRequired("name")
 	return cmd
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"kpbench.dev/kpbench/lab"
@@ -54,6 +55,32 @@ func printStatus(out io.Writer, output string, v any, table func() error) error 
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// newStatusCmd is `<kind> status --name NAME [-o json]`: status reads the named record
+// into its JSON form, which table prints as a table. The caller adds its directory flags.
+func newStatusCmd[S any](kind, short, example string, status func(name string) (S, error), table func(io.Writer, S) error) *cobra.Command {
+	var name, output string
+	cmd := &cobra.Command{
+		Use:     "status --name NAME [-o json]",
+		Short:   short,
+		Example: example,
+		Args:    exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			st, err := status(name)
+			if err != nil {
+				return unknownIsBadInput(err)
+			}
+			return printStatus(cmd.OutOrStdout(), output, st, func() error { return table(cmd.OutOrStdout(), st) })
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", kind+" name (required)")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
 }
 
 // unknownIsBadInput makes a name with no record a usage error (exit 2).

@@ -69,14 +69,7 @@ input, 3 the bench failed.`,
 		Args:    exactArgs(1),
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opener, err := kf.opener(cmd)
-			if err != nil {
-				return err
-			}
-			if opener != nil {
-				backend = ""
-			}
-			backends, err := parseBackends(backend)
+			opener, backends, err := kf.openerAndBackends(cmd, backend)
 			if err != nil {
 				return err
 			}
