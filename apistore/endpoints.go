@@ -155,7 +155,7 @@ func findPort(pod *corev1.Pod, sp *corev1.ServicePort) (int32, bool) {
 
 // podToEndpoint is the controller's podToEndpoint.
 func (t *tx) podToEndpoint(svc *corev1.Service, pod *corev1.Pod, ip string) discoveryv1.Endpoint {
-	serving := podReady(pod)
+	serving := PodReady(pod)
 	terminating := pod.DeletionTimestamp != nil
 	ready := svc.Spec.PublishNotReadyAddresses || (serving && !terminating)
 	ep := discoveryv1.Endpoint{

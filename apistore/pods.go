@@ -54,7 +54,9 @@ func templateHash(tpl *corev1.PodTemplateSpec) (string, error) {
 	return string(out), nil
 }
 
-func podReady(p *corev1.Pod) bool {
+// PodReady reports whether the pod's Ready condition is True: what makes its address a
+// ready endpoint, and what a cluster's hosts report as ready.
+func PodReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue

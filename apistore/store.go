@@ -423,7 +423,7 @@ func (c *Store) MarkTerminating(namespace, name string) error {
 			return fmt.Errorf("mark pod %s terminating: %w", key, ErrNotFound)
 		}
 		p := o.(*corev1.Pod)
-		st := PodStatus{Ready: podReady(p), Terminating: true}
+		st := PodStatus{Ready: PodReady(p), Terminating: true}
 		if ip, err := netip.ParseAddr(p.Status.PodIP); err == nil {
 			st.IP = ip
 		}
