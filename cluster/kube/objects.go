@@ -198,47 +198,43 @@ func (c *Cluster) Get(kind, _, name string) (runtime.Object, error) {
 // Services are the run's Services as last read, shown in the namespace the manifests
 // gave them.
 func (c *Cluster) Services() []*corev1.Service {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]*corev1.Service, 0, len(c.services))
-	for _, v := range c.services {
-		cp := v.DeepCopy()
-		cp.Namespace = c.scenarioNS("Service", cp.Name)
-		out = append(out, cp)
-	}
-	return out
+	return shown(c, "Service", &c.services, nil)
 }
 
 // EndpointSlices are the run's EndpointSlices as last read, shown in the namespace the
 // manifests gave them (their Service's), with the scenario's node names.
 func (c *Cluster) EndpointSlices() []*discoveryv1.EndpointSlice {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]*discoveryv1.EndpointSlice, 0, len(c.slices))
-	for _, v := range c.slices {
-		cp := v.DeepCopy()
-		cp.Namespace = c.scenarioNS("EndpointSlice", cp.Name)
+	return shown(c, "EndpointSlice", &c.slices, func(cp *discoveryv1.EndpointSlice) {
 		for i := range cp.Endpoints {
 			if n := cp.Endpoints[i].NodeName; n != nil {
 				l := c.labNode(*n)
 				cp.Endpoints[i].NodeName = &l
 			}
 		}
-		out = append(out, cp)
-	}
-	return out
+	})
 }
 
 // Pods are the run's pods as last read (probers included), shown in the namespace the
 // manifests gave them, with the scenario's node names.
 func (c *Cluster) Pods() []*corev1.Pod {
+	return shown(c, "Pod", &c.pods, func(cp *corev1.Pod) { cp.Spec.NodeName = c.labNode(cp.Spec.NodeName) })
+}
+
+// shown returns copies of *objs (a list c.mu guards, read under it) as the scenario sees
+// them: in the namespace the manifests gave them, then adjusted by fix (nil: nothing more).
+func shown[T interface {
+	metav1.Object
+	DeepCopy() T
+}](c *Cluster, kind string, objs *[]T, fix func(T)) []T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]*corev1.Pod, 0, len(c.pods))
-	for _, v := range c.pods {
+	out := make([]T, 0, len(*objs))
+	for _, v := range *objs {
 		cp := v.DeepCopy()
-		cp.Namespace = c.scenarioNS("Pod", cp.Name)
-		cp.Spec.NodeName = c.labNode(cp.Spec.NodeName)
+		cp.SetNamespace(c.scenarioNS(kind, cp.GetName()))
+		if fix != nil {
+			fix(cp)
+		}
 		out = append(out, cp)
 	}
 	return out
