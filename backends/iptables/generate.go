@@ -135,33 +135,15 @@ func (g *Generator) Generate(out *bytes.Buffer, req Request) Result {
 
 	// kube-proxy's fixed rules.
 	nr, fr := &g.natRules, &g.filterRules
-	g.rule(nr, ChainPostrouting)
-	nr.WriteString(" -m mark ! --mark ")
-	nr.WriteString(g.masqMarkMask)
-	nr.WriteString(" -j RETURN\n")
-	g.rule(nr, ChainPostrouting)
-	nr.WriteString(" -j MARK --xor-mark ")
-	nr.WriteString(g.masqMark)
-	nr.WriteByte('\n')
-	g.rule(nr, ChainPostrouting)
-	nr.WriteString(` -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully` + "\n")
-	g.rule(nr, ChainMarkMasq)
-	nr.WriteString(" -j MARK --or-mark ")
-	nr.WriteString(g.masqMark)
-	nr.WriteByte('\n')
-	g.rule(nr, ChainMarkDrop)
-	nr.WriteString(" -j MARK --or-mark ")
-	nr.WriteString(g.dropMark)
-	nr.WriteByte('\n')
+	g.fixedRule(nr, ChainPostrouting, " -m mark ! --mark ", g.masqMarkMask, " -j RETURN")
+	g.fixedRule(nr, ChainPostrouting, " -j MARK --xor-mark ", g.masqMark)
+	g.fixedRule(nr, ChainPostrouting, ` -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`)
+	g.fixedRule(nr, ChainMarkMasq, " -j MARK --or-mark ", g.masqMark)
+	g.fixedRule(nr, ChainMarkDrop, " -j MARK --or-mark ", g.dropMark)
 
-	g.rule(fr, ChainForward)
-	fr.WriteString(" -m conntrack --ctstate INVALID -j DROP\n")
-	g.rule(fr, ChainForward)
-	fr.WriteString(` -m comment --comment "kubernetes forwarding rules" -m mark --mark `)
-	fr.WriteString(g.masqMarkMask)
-	fr.WriteString(" -j ACCEPT\n")
-	g.rule(fr, ChainForward)
-	fr.WriteString(` -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT` + "\n")
+	g.fixedRule(fr, ChainForward, " -m conntrack --ctstate INVALID -j DROP")
+	g.fixedRule(fr, ChainForward, ` -m comment --comment "kubernetes forwarding rules" -m mark --mark `, g.masqMarkMask, " -j ACCEPT")
+	g.fixedRule(fr, ChainForward, ` -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`)
 
 	total := 0
 	for _, sp := range st.Services {
@@ -177,8 +159,7 @@ func (g *Generator) Generate(out *bytes.Buffer, req Request) Result {
 		g.service(st, sp, write, large, res.Active)
 	}
 
-	g.rule(nr, ChainServices)
-	nr.WriteString(` -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS` + "\n")
+	g.fixedRule(nr, ChainServices, ` -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS`)
 
 	for c := range req.Installed {
 		if _, ok := res.Active[c]; !ok {
@@ -222,6 +203,16 @@ func (g *Generator) rule(b *bytes.Buffer, chain string) {
 	g.rules++
 	b.WriteString("-A ")
 	b.WriteString(chain)
+}
+
+// fixedRule writes one whole rule of chain: "-A chain", then parts, then a newline (for the
+// rules written once a sync, whatever the Services).
+func (g *Generator) fixedRule(b *bytes.Buffer, chain string, parts ...string) {
+	g.rule(b, chain)
+	for _, p := range parts {
+		b.WriteString(p)
+	}
+	b.WriteByte('\n')
 }
 
 func (g *Generator) addr(b *bytes.Buffer, a netip.Addr) {
