@@ -35,6 +35,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -403,6 +404,15 @@ func (cp *ControlPlane) RESTConfig() (*rest.Config, error) {
 		},
 		Dial: cp.dial, QPS: 50, Burst: 100,
 	}, nil
+}
+
+// Client returns a clientset of the API server with RESTConfig's admin identity.
+func (cp *ControlPlane) Client() (*kubernetes.Clientset, error) {
+	cfg, err := cp.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
 }
 
 func (cp *ControlPlane) httpClient() (*http.Client, error) {
