@@ -30,8 +30,7 @@ type Forward struct {
 
 	conns conns.Set
 
-	mu     sync.Mutex
-	closed bool
+	closeOnce sync.Once
 }
 
 // ForwardLoopback listens on 127.0.0.1:port (0: a free port the kernel picks) in the
@@ -100,16 +99,11 @@ func (f *Forward) relay(client net.Conn) {
 // Close stops listening, closes every relayed connection and waits for the relays.
 // It is idempotent.
 func (f *Forward) Close() error {
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
-		f.wg.Wait()
-		return nil
-	}
-	f.closed = true
-	f.mu.Unlock()
-	err := f.ln.Close()
-	f.conns.Close(false)
+	var err error
+	f.closeOnce.Do(func() {
+		err = f.ln.Close()
+		f.conns.Close(false)
+	})
 	f.wg.Wait()
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("close the forward on %s: %w", f.ln.Addr(), err)

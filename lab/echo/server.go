@@ -73,8 +73,7 @@ type Server struct {
 
 	wg sync.WaitGroup
 
-	mu        sync.Mutex
-	closed    bool
+	closeOnce sync.Once
 	listeners []net.Listener
 	packets   []net.PacketConn
 	conns     conns.Set
@@ -260,17 +259,12 @@ func (s *Server) packetLoop(c net.PacketConn, port int32) {
 // waits for all goroutines of the server. Afterwards the server holds no socket in the namespace,
 // so the namespace can be freed and the ports bound again. Close is idempotent.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		s.wg.Wait()
-		return nil
-	}
-	s.closed = true
-	s.cancel()
-	s.mu.Unlock()
-	err := s.closeSockets()
-	s.conns.Close(true) // reset: the namespace must be free once Close returns
+	var err error
+	s.closeOnce.Do(func() {
+		s.cancel()
+		err = s.closeSockets()
+		s.conns.Close(true) // reset: the namespace must be free once Close returns
+	})
 	s.wg.Wait()
 	if err != nil {
 		return fmt.Errorf("echo close %s in %s: %w", s.id.Pod, s.nsPath, err)
