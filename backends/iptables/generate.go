@@ -247,6 +247,15 @@ func (g *Generator) match(b *bytes.Buffer, proto string, dst netip.Addr, port in
 	g.num(b, port)
 }
 
+// portRule writes a whole rule of chain for the service port name: its comment (name and
+// suffix), the match of proto, dst (none: any) and port, and the jump to target.
+func (g *Generator) portRule(b *bytes.Buffer, chain, name, suffix, proto string, dst netip.Addr, port int32, target string) {
+	g.rule(b, chain)
+	comment(b, name, suffix)
+	g.match(b, proto, dst, port)
+	jump(b, target)
+}
+
 func jump(b *bytes.Buffer, target string) {
 	b.WriteString(" -j ")
 	b.WriteString(target)
@@ -309,52 +318,31 @@ func (g *Generator) service(st *backends.State, sp *backends.ServicePort, write,
 
 	// Cluster IP.
 	if hasInternal {
-		g.rule(nr, ChainServices)
-		comment(nr, name, " cluster IP")
-		g.match(nr, proto, sp.ClusterIP, sp.Port)
-		jump(nr, internalChain)
+		g.portRule(nr, ChainServices, name, " cluster IP", proto, sp.ClusterIP, sp.Port, internalChain)
 	} else {
-		g.rule(fr, ChainServices)
-		comment(fr, name, intComment)
-		g.match(fr, proto, sp.ClusterIP, sp.Port)
-		jump(fr, intTarget)
+		g.portRule(fr, ChainServices, name, intComment, proto, sp.ClusterIP, sp.Port, intTarget)
 	}
 	// External IPs.
 	for _, ip := range sp.ExternalIPs {
 		if hasEndpoints {
-			g.rule(nr, ChainServices)
-			comment(nr, name, " external IP")
-			g.match(nr, proto, ip, sp.Port)
-			jump(nr, extChain)
+			g.portRule(nr, ChainServices, name, " external IP", proto, ip, sp.Port, extChain)
 		}
 		if !hasExternal {
-			g.rule(fr, ChainExternalServices)
-			comment(fr, name, extComment)
-			g.match(fr, proto, ip, sp.Port)
-			jump(fr, extTarget)
+			g.portRule(fr, ChainExternalServices, name, extComment, proto, ip, sp.Port, extTarget)
 		}
 	}
 	// Load-balancer IPs.
 	for _, ip := range sp.LoadBalancerIPs {
 		if hasEndpoints {
-			g.rule(nr, ChainServices)
-			comment(nr, name, " loadbalancer IP")
-			g.match(nr, proto, ip, sp.Port)
-			jump(nr, lbChain)
+			g.portRule(nr, ChainServices, name, " loadbalancer IP", proto, ip, sp.Port, lbChain)
 		}
 		if usesFW {
-			g.rule(fr, ChainProxyFirewall)
-			comment(fr, name, " traffic not accepted by "+fwChain)
-			g.match(fr, proto, ip, sp.Port)
-			jump(fr, "DROP")
+			g.portRule(fr, ChainProxyFirewall, name, " traffic not accepted by "+fwChain, proto, ip, sp.Port, "DROP")
 		}
 	}
 	if !hasExternal {
 		for _, ip := range sp.LoadBalancerIPs {
-			g.rule(fr, ChainExternalServices)
-			comment(fr, name, extComment)
-			g.match(fr, proto, ip, sp.Port)
-			jump(fr, extTarget)
+			g.portRule(fr, ChainExternalServices, name, extComment, proto, ip, sp.Port, extTarget)
 		}
 	}
 	// Node ports.
@@ -375,10 +363,7 @@ func (g *Generator) service(st *backends.State, sp *backends.ServicePort, write,
 		}
 	}
 	if sp.HealthCheckNodePort != 0 {
-		g.rule(fr, ChainNodePorts)
-		comment(fr, name, " health check node port")
-		g.match(fr, "tcp", noAddr, sp.HealthCheckNodePort)
-		jump(fr, "ACCEPT")
+		g.portRule(fr, ChainNodePorts, name, " health check node port", "tcp", noAddr, sp.HealthCheckNodePort, "ACCEPT")
 	}
 
 	// Per-service chains: always recorded as active, written only when asked.
