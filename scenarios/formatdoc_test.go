@@ -283,3 +283,11 @@ func mustMeasurement(t *testing.T, name string) Measurement {
 	require.True(t, ok, name)
 	return m
 }
+
+// mustStep returns the shipped step kind of that name.
+func mustStep(t *testing.T, name string) StepKind {
+	t.Helper()
+	k, ok := DefaultRegistry().Step(name)
+	require.True(t, ok, name)
+	return k
+}

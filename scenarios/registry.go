@@ -15,11 +15,11 @@ import (
 	"kpbench.dev/kpbench/reports"
 )
 
-// A scenario's steps are plug-ins: each kind of step (`apply`, `wait`, `measure`, ...) is one
-// file implementing one small interface, each measurement (`sync`, `lookup`, ...) one file
-// of typed params (measurements.go declares them), all registered by name in a Registry. Loading, validation, running, diff-rules and the
-// format's documentation (docs/scenario-format.md) all read the registry; nothing else
-// knows the names.
+// A scenario's steps are plug-ins: each kind of step (`apply`, `wait`, `measure`, ...) and
+// each measurement (`sync`, `lookup`, ...) is one file of typed fields implementing one
+// small interface, declared (name, documentation, ...) in shipped.go and registered by name
+// in a Registry. Loading, validation, running, diff-rules and the format's documentation
+// (docs/scenario-format.md) all read the registry; nothing else knows the names.
 
 // Role says what a step does to a run, for commands that run part of a scenario
 // (diff-rules applies the changes up to the first expectation).
@@ -199,10 +199,7 @@ func unknown(what, name string, allowed []string) string {
 // DefaultRegistry returns the registry of every step kind and measurement kpbench ships.
 func DefaultRegistry() *Registry {
 	r := NewRegistry()
-	for _, k := range []StepKind{
-		applyStepKind(), deleteStepKind(), scaleStepKind(), setPodsStepKind(), churnStepKind(),
-		waitStepKind(), expectStepKind(), measureStepKind(),
-	} {
+	for _, k := range shippedSteps() {
 		r.AddStep(k)
 	}
 	for _, m := range shippedMeasurements() {
@@ -231,7 +228,7 @@ func (k stepKind[T, PT]) Decode(in Input) (Action, error) {
 }
 
 // measurementKind is a Measurement whose parameters are *T, decoded strictly from the
-// step's params; shippedMeasurements declares kpbench's own.
+// step's params; shipped.go declares kpbench's own.
 type measurementKind[T any, PT interface {
 	*T
 	Measuring

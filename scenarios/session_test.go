@@ -94,7 +94,7 @@ func TestRegistryDeclaresWhatReportsDraw(t *testing.T) {
 		assert.True(t, declared[name], "%s is declared", name)
 	}
 	assert.Panics(t, func() { reg.AddMeasurement(mustMeasurement(t, "sync")) })
-	assert.Panics(t, func() { reg.AddStep(waitStepKind()) })
+	assert.Panics(t, func() { reg.AddStep(mustStep(t, "wait")) })
 }
 
 // TestLineProgress: today's one line per step goes through the progress hook.

@@ -17,11 +17,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/synth"
 )
 
-func churnStepKind() StepKind {
-	return stepKind[ChurnStep, *ChurnStep]{name: "churn", role: RoleChange,
-		doc: "Generates Services (`svc-NNNNNN` in namespace `kpbench`, with EndpointSlices over shared pods) and changes them at a rate or all at once: the ladders of the benchmarks, and a mixed churn with a prober for programming latency and correctness."}
-}
-
 // ChurnStep generates Service and endpoint changes, to measure how the proxy keeps up.
 type ChurnStep struct {
 	// Pattern is what happens: "add" creates Services, "update" keeps replacing

@@ -13,11 +13,6 @@ import (
 	"kpbench.dev/kpbench/manifest"
 )
 
-func setPodsStepKind() StepKind {
-	return stepKind[SetPodsStep, *SetPodsStep]{name: "setPods", role: RoleChange,
-		doc: "Changes pods' conditions (ready, terminating), as failing readiness probes or a graceful deletion would."}
-}
-
 // SetPodsStep changes the conditions of pods chosen by Selector or by Names.
 type SetPodsStep struct {
 	// Namespace of the pods (default "default").

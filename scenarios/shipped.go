@@ -4,6 +4,28 @@ package scenarios
 
 import "kpbench.dev/kpbench/reports"
 
+// shippedSteps are the step kinds kpbench ships, as data: name, role, documentation and the
+// type of the step's value, whose file (step_<name>.go) defaults, validates and runs it.
+func shippedSteps() []StepKind {
+	return []StepKind{
+		stepKind[ApplyStep, *ApplyStep]{name: "apply", role: RoleChange,
+			doc: "Creates or updates objects, as `kubectl apply` does: Services, EndpointSlices, Deployments and Pods from manifest files or inline."},
+		stepKind[DeleteStep, *DeleteStep]{name: "delete", role: RoleChange,
+			doc: "Deletes objects: those of manifests, or one object named by kind and name."},
+		stepKind[ScaleStep, *ScaleStep]{name: "scale", role: RoleChange,
+			doc: "Sets a Deployment's replica count, as `kubectl scale` does."},
+		stepKind[SetPodsStep, *SetPodsStep]{name: "setPods", role: RoleChange,
+			doc: "Changes pods' conditions (ready, terminating), as failing readiness probes or a graceful deletion would."},
+		stepKind[ChurnStep, *ChurnStep]{name: "churn", role: RoleChange,
+			doc: "Generates Services (`svc-NNNNNN` in namespace `kpbench`, with EndpointSlices over shared pods) and changes them at a rate or all at once: the ladders of the benchmarks, and a mixed churn with a prober for programming latency and correctness."},
+		stepKind[WaitStep, *WaitStep]{name: "wait", role: RoleWait,
+			doc: "Waits until every node's proxy has programmed the current state (`synced: true`), or for a fixed duration."},
+		stepKind[ExpectStep, *ExpectStep]{name: "expect", role: RoleExpect,
+			doc: "Sends probes from one host (an external client, a node, a pod) to a target (a Service through one of its addresses, or a literal address) and checks the outcome; each expect step is a case of the results, pass or fail, with the evidence."},
+		measureKind{},
+	}
+}
+
 // shippedMeasurements are the measurements kpbench ships, as data: name, documentation,
 // the reports measurements each records (their declarations live in reports) and the
 // type of its params, whose file (measure_<name>.go) defaults, validates and takes it.
