@@ -32,11 +32,10 @@ func isManaged(labels map[string]string) bool {
 // applySlice stores a user-supplied EndpointSlice, for a Service without a selector (or
 // additional endpoints of any Service, which kube-proxy merges like Kubernetes does).
 func (t *tx) applySlice(in *discoveryv1.EndpointSlice) error {
-	if in.Name == "" {
-		return fmt.Errorf("metadata.name is required")
+	s, err := userCopy(in)
+	if err != nil {
+		return err
 	}
-	s := in.DeepCopy()
-	s.Namespace = defaultNS(s.Namespace)
 	if s.Labels[discoveryv1.LabelManagedBy] == ControllerName {
 		return fmt.Errorf("metadata.labels[%s]: %q is reserved for the endpoints controller", discoveryv1.LabelManagedBy, ControllerName)
 	}
