@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -94,18 +93,15 @@ failed.`,
 			if err != nil {
 				return err
 			}
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(struct {
-					Backend  string          `json:"backend"`
-					Passed   bool            `json:"passed"`
-					Outcomes []check.Outcome `json:"outcomes"`
-				}{backend, !check.Failed(outs), outs}); err != nil {
-					return err
-				}
-			} else {
+			if err := printAs(cmd.OutOrStdout(), output, struct {
+				Backend  string          `json:"backend"`
+				Passed   bool            `json:"passed"`
+				Outcomes []check.Outcome `json:"outcomes"`
+			}{backend, !check.Failed(outs), outs}, func() error {
 				printOutcomes(cmd.OutOrStdout(), backend, outs, time.Since(start))
+				return nil
+			}); err != nil {
+				return err
 			}
 			return checkVerdict(outs, allowSkip)
 		},

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -212,23 +211,20 @@ func (k *kubeFlags) check(cmd *cobra.Command, files []string, output string) (er
 		name = fmt.Sprintf("cluster %s (%d nodes, proxy mode unknown)", info.ServerVersion, info.Nodes)
 		fmt.Fprintln(cmd.ErrOrStderr(), "proxy mode:", info.ProxyModeNote)
 	}
-	if output == "json" {
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(struct {
-			Backend    string          `json:"backend"`
-			Server     string          `json:"serverVersion"`
-			Nodes      int             `json:"nodes"`
-			ProxyMode  string          `json:"proxyMode,omitempty"`
-			Kubeconfig string          `json:"kubeconfig"`
-			Namespace  string          `json:"namespace"`
-			Passed     bool            `json:"passed"`
-			Outcomes   []check.Outcome `json:"outcomes"`
-		}{name, info.ServerVersion, info.Nodes, info.ProxyMode, k.kubeconfig, c.Namespace(), !check.Failed(outs) && (k.allowNotChecked || check.NotCheckedCount(outs) == 0), outs}); err != nil {
-			return err
-		}
-	} else {
+	if err := printAs(cmd.OutOrStdout(), output, struct {
+		Backend    string          `json:"backend"`
+		Server     string          `json:"serverVersion"`
+		Nodes      int             `json:"nodes"`
+		ProxyMode  string          `json:"proxyMode,omitempty"`
+		Kubeconfig string          `json:"kubeconfig"`
+		Namespace  string          `json:"namespace"`
+		Passed     bool            `json:"passed"`
+		Outcomes   []check.Outcome `json:"outcomes"`
+	}{name, info.ServerVersion, info.Nodes, info.ProxyMode, k.kubeconfig, c.Namespace(), !check.Failed(outs) && (k.allowNotChecked || check.NotCheckedCount(outs) == 0), outs}, func() error {
 		printOutcomes(cmd.OutOrStdout(), name, outs, time.Since(start))
+		return nil
+	}); err != nil {
+		return err
 	}
 	if check.Failed(outs) {
 		return failedError{"check failed: some paths do not work (see the table)"}

@@ -47,8 +47,8 @@ func checkOutput(output string) error {
 	return nil
 }
 
-// printStatus writes v as indented JSON with -o json, else calls table.
-func printStatus(out io.Writer, output string, v any, table func() error) error {
+// printAs writes v as indented JSON with -o json, else calls table.
+func printAs(out io.Writer, output string, v any, table func() error) error {
 	if output != "json" {
 		return table()
 	}
@@ -74,7 +74,7 @@ func newStatusCmd[S any](kind, short, example string, status func(name string) (
 			if err != nil {
 				return unknownIsBadInput(err)
 			}
-			return printStatus(cmd.OutOrStdout(), output, st, func() error { return table(cmd.OutOrStdout(), st) })
+			return printAs(cmd.OutOrStdout(), output, st, func() error { return table(cmd.OutOrStdout(), st) })
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", kind+" name (required)")
@@ -106,6 +106,38 @@ func listRecords[R any](out io.Writer, recs lab.Records, header string, row func
 		}
 	}
 	return tw.Flush()
+}
+
+// newListCmd is `<kind> list`: a table with header and the row of every record of
+// records() (read when the command runs, after its flags).
+func newListCmd[R any](short, header string, records func() lab.Records, row func(rec *R) string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: short,
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return listRecords(cmd.OutOrStdout(), records(), header, row)
+		},
+	}
+}
+
+// newDownCmd is `<kind> down (--name NAME | --all [--force])`, run by downFlags.run with
+// byName and downAll; allDoc says what --all removes. The caller adds its directory flags.
+func newDownCmd(kind, short, example, allDoc string, byName func(string) error,
+	downAll func(force bool) (removed, refused []string, more string, err error)) *cobra.Command {
+	var f downFlags
+	cmd := &cobra.Command{
+		Use:     "down (--name NAME | --all [--force])",
+		Short:   short,
+		Example: example,
+		Args:    exactArgs(0),
+		PreRunE: requireRoot,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.run(cmd.OutOrStdout(), kind, byName, downAll)
+		},
+	}
+	f.add(cmd.Flags(), kind, allDoc)
+	return cmd
 }
 
 // downFlags are the flags of `lab down` and `cluster down`.
