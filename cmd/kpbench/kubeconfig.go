@@ -74,6 +74,22 @@ func (k *kubeFlags) validate() error {
 	return nil
 }
 
+// benchFlags are the flags check, conform and run share: a real cluster instead of a lab
+// (--kubeconfig and its kin), the tools the backends run (--tools), and --allow-skip.
+type benchFlags struct {
+	kf        *kubeFlags
+	tools     *toolsFlag
+	allowSkip bool
+}
+
+// add adds them to cmd (after its PreRunE is set: --tools wraps it); allowSkipDoc says what
+// --allow-skip lets pass.
+func (f *benchFlags) add(cmd *cobra.Command, allowSkipDoc string) {
+	f.kf = addKubeconfigFlags(cmd)
+	f.tools = addToolsFlag(cmd)
+	cmd.Flags().BoolVar(&f.allowSkip, "allow-skip", false, allowSkipDoc)
+}
+
 // openerAndBackends returns the opener (nil: the lab) and the backends --backend names
 // (parseBackends); with --kubeconfig there are none: the cluster's own proxy runs the
 // scenarios.
