@@ -369,23 +369,19 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 	usesExternal := hasEndpoints && sp.ExternallyAccessible()
 	usesFW := len(sp.LoadBalancerIPs) > 0 && len(sp.LoadBalancerSourceRanges) > 0
 
-	var cluster, local, external, fw *chainPlan
-	if usesCluster {
-		cluster = &chainPlan{name: clusterChain}
-		p.chains = append(p.chains, cluster)
+	// plan adds the chain name to the plan when it is used (nil when not).
+	plan := func(used bool, name string) *chainPlan {
+		if !used {
+			return nil
+		}
+		c := &chainPlan{name: name}
+		p.chains = append(p.chains, c)
+		return c
 	}
-	if usesLocal {
-		local = &chainPlan{name: localChain}
-		p.chains = append(p.chains, local)
-	}
-	if usesExternal {
-		external = &chainPlan{name: externalChain}
-		p.chains = append(p.chains, external)
-	}
-	if usesFW {
-		fw = &chainPlan{name: fwChain}
-		p.chains = append(p.chains, fw)
-	}
+	cluster := plan(usesCluster, clusterChain)
+	local := plan(usesLocal, localChain)
+	external := plan(usesExternal, externalChain)
+	fw := plan(usesFW, fwChain)
 	p.chains = append(p.chains, epChains...)
 
 	// Verdicts for the filter checks: reject without any endpoint, drop when a Local
