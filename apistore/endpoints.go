@@ -32,11 +32,10 @@ func isManaged(labels map[string]string) bool {
 // applySlice stores a user-supplied EndpointSlice, for a Service without a selector (or
 // additional endpoints of any Service, which kube-proxy merges like Kubernetes does).
 func (t *tx) applySlice(in *discoveryv1.EndpointSlice) error {
-	if in.Name == "" {
-		return fmt.Errorf("metadata.name is required")
+	s, err := userCopy(in)
+	if err != nil {
+		return err
 	}
-	s := in.DeepCopy()
-	s.Namespace = defaultNS(s.Namespace)
 	if s.Labels[discoveryv1.LabelManagedBy] == ControllerName {
 		return fmt.Errorf("metadata.labels[%s]: %q is reserved for the endpoints controller", discoveryv1.LabelManagedBy, ControllerName)
 	}
@@ -155,7 +154,7 @@ func findPort(pod *corev1.Pod, sp *corev1.ServicePort) (int32, bool) {
 
 // podToEndpoint is the controller's podToEndpoint.
 func (t *tx) podToEndpoint(svc *corev1.Service, pod *corev1.Pod, ip string) discoveryv1.Endpoint {
-	serving := podReady(pod)
+	serving := PodReady(pod)
 	terminating := pod.DeletionTimestamp != nil
 	ready := svc.Spec.PublishNotReadyAddresses || (serving && !terminating)
 	ep := discoveryv1.Endpoint{

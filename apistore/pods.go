@@ -54,7 +54,9 @@ func templateHash(tpl *corev1.PodTemplateSpec) (string, error) {
 	return string(out), nil
 }
 
-func podReady(p *corev1.Pod) bool {
+// PodReady reports whether the pod's Ready condition is True: what makes its address a
+// ready endpoint, and what a cluster's hosts report as ready.
+func PodReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue
@@ -82,11 +84,10 @@ func (c *Store) schedule() string {
 // API server ignores a status on create) and it is scheduled; on update the stored status
 // and node stay.
 func (t *tx) applyPod(in *corev1.Pod) error {
-	if in.Name == "" {
-		return fmt.Errorf("metadata.name is required")
+	p, err := userCopy(in)
+	if err != nil {
+		return err
 	}
-	p := in.DeepCopy()
-	p.Namespace = defaultNS(p.Namespace)
 	key := objKey{p.Namespace, p.Name}
 	if p.Spec.NodeName != "" {
 		if _, ok := t.c.nodeIndex[p.Spec.NodeName]; !ok {
@@ -234,11 +235,10 @@ func (t *tx) setPodStatus(old *corev1.Pod, st PodStatus) {
 
 // applyDeployment creates or updates a Deployment and reconciles its pods.
 func (t *tx) applyDeployment(in *appsv1.Deployment) error {
-	if in.Name == "" {
-		return fmt.Errorf("metadata.name is required")
+	d, err := userCopy(in)
+	if err != nil {
+		return err
 	}
-	d := in.DeepCopy()
-	d.Namespace = defaultNS(d.Namespace)
 	if d.Spec.Replicas == nil {
 		one := int32(1)
 		d.Spec.Replicas = &one

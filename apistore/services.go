@@ -76,11 +76,10 @@ func allocationsOf(s *corev1.Service) allocations {
 
 // applyService creates or updates a Service, allocating what it needs.
 func (t *tx) applyService(in *corev1.Service) error {
-	if in.Name == "" {
-		return fmt.Errorf("metadata.name is required")
+	svc, err := userCopy(in)
+	if err != nil {
+		return err
 	}
-	svc := in.DeepCopy()
-	svc.Namespace = defaultNS(svc.Namespace)
 	key := objKey{svc.Namespace, svc.Name}
 	var old *corev1.Service
 	if o, ok := t.c.objs[KindService][key]; ok {

@@ -274,6 +274,21 @@ func (c *Store) Get(kind Kind, namespace, name string) (runtime.Object, error) {
 	return o.DeepCopyObject(), nil
 }
 
+// userCopy returns a copy of an object a user applies, in the default namespace when it
+// names none; an object without a name is refused.
+func userCopy[T interface {
+	metav1.Object
+	DeepCopy() T
+}](in T) (T, error) {
+	if in.GetName() == "" {
+		var none T
+		return none, fmt.Errorf("metadata.name is required")
+	}
+	out := in.DeepCopy()
+	out.SetNamespace(defaultNS(out.GetNamespace()))
+	return out, nil
+}
+
 func defaultNS(ns string) string {
 	if ns == "" {
 		return metav1.NamespaceDefault
@@ -423,7 +438,7 @@ func (c *Store) MarkTerminating(namespace, name string) error {
 			return fmt.Errorf("mark pod %s terminating: %w", key, ErrNotFound)
 		}
 		p := o.(*corev1.Pod)
-		st := PodStatus{Ready: podReady(p), Terminating: true}
+		st := PodStatus{Ready: PodReady(p), Terminating: true}
 		if ip, err := netip.ParseAddr(p.Status.PodIP); err == nil {
 			st.IP = ip
 		}

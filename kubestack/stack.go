@@ -317,11 +317,7 @@ func (c *Stack) startProxies(ctx context.Context, cp *controlplane.ControlPlane,
 // waitReady waits until every Node is Ready and untainted by the node lifecycle
 // controller, and the default service account exists.
 func (c *Stack) waitReady(ctx context.Context, cp *controlplane.ControlPlane) error {
-	rc, err := cp.RESTConfig()
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := cp.Client()
 	if err != nil {
 		return err
 	}

@@ -474,15 +474,8 @@ func caseMatrix(r *Results, bs []string) (rows []htmlMatrixRow, pass, fail, skip
 			names = append(names, c.Name)
 		}
 		byName[c.Name][c.Backend] = c
-		switch c.Result {
-		case CasePass:
-			pass++
-		case CaseFail:
-			fail++
-		case CaseSkip:
-			skip++
-		}
 	}
+	pass, fail, skip = countCases(r.Cases, "")
 	for _, n := range names {
 		row := htmlMatrixRow{Name: n}
 		for _, b := range bs {

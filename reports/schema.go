@@ -228,6 +228,24 @@ type Case struct {
 	Duration time.Duration `json:"duration"`
 }
 
+// countCases counts the cases of backend ("": every backend) by result.
+func countCases(cases []Case, backend string) (pass, fail, skip int) {
+	for _, c := range cases {
+		if backend != "" && c.Backend != backend {
+			continue
+		}
+		switch c.Result {
+		case CasePass:
+			pass++
+		case CaseFail:
+			fail++
+		case CaseSkip:
+			skip++
+		}
+	}
+	return pass, fail, skip
+}
+
 // Load reads results from a file, or from DIR/results.json when pathOrDir is a directory.
 // It refuses files of another schema version and fills in missing summaries.
 func Load(pathOrDir string) (*Results, error) {

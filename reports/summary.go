@@ -70,20 +70,7 @@ func Summary(w io.Writer, r *Results) error {
 	if len(r.Cases) > 0 {
 		fmt.Fprintln(tw, "\nCASES\tPASS\tFAIL\tSKIP")
 		for _, b := range bs {
-			var pass, fail, skip int
-			for _, c := range r.Cases {
-				if c.Backend != b {
-					continue
-				}
-				switch c.Result {
-				case CasePass:
-					pass++
-				case CaseFail:
-					fail++
-				case CaseSkip:
-					skip++
-				}
-			}
+			pass, fail, skip := countCases(r.Cases, b)
 			if pass+fail+skip > 0 {
 				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", b, pass, fail, skip)
 			}

@@ -3,6 +3,7 @@ package reports
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -35,37 +36,29 @@ func WriteReports(dir string, r *Results) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("write reports: %w", err)
 	}
+	// oneFile draws r into the file name of dir with draw.
+	oneFile := func(name string, draw func(io.Writer, *Results) error) func(string, *Results) ([]string, error) {
+		return func(dir string, r *Results) ([]string, error) {
+			var buf bytes.Buffer
+			if err := draw(&buf, r); err != nil {
+				return nil, err
+			}
+			path := filepath.Join(dir, name)
+			if err := writeFile(path, buf.Bytes()); err != nil {
+				return nil, err
+			}
+			return []string{path}, nil
+		}
+	}
 	var files []string
-	write := func(name string, f func(*bytes.Buffer) error) error {
-		var buf bytes.Buffer
-		if err := f(&buf); err != nil {
-			return err
+	for _, write := range []func(string, *Results) ([]string, error){
+		oneFile(BenchFile, WriteBench), WriteCSV, oneFile(JUnitFile, WriteJUnit), WritePlots, oneFile(HTMLFile, WriteHTML),
+	} {
+		paths, err := write(dir, r)
+		files = append(files, paths...)
+		if err != nil {
+			return files, err
 		}
-		path := filepath.Join(dir, name)
-		if err := writeFile(path, buf.Bytes()); err != nil {
-			return err
-		}
-		files = append(files, path)
-		return nil
-	}
-	if err := write(BenchFile, func(b *bytes.Buffer) error { return WriteBench(b, r) }); err != nil {
-		return files, err
-	}
-	csvs, err := WriteCSV(dir, r)
-	files = append(files, csvs...)
-	if err != nil {
-		return files, err
-	}
-	if err := write(JUnitFile, func(b *bytes.Buffer) error { return WriteJUnit(b, r) }); err != nil {
-		return files, err
-	}
-	plots, err := WritePlots(dir, r)
-	files = append(files, plots...)
-	if err != nil {
-		return files, err
-	}
-	if err := write(HTMLFile, func(b *bytes.Buffer) error { return WriteHTML(b, r) }); err != nil {
-		return files, err
 	}
 	return files, nil
 }

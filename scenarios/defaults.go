@@ -25,27 +25,23 @@ const (
 // reads that file first).
 func (s *Scenario) Default() {
 	t := &s.Topology
-	if t.Nodes == 0 {
-		t.Nodes = DefaultNodes
-	}
-	if t.PodsPerNode == 0 {
-		t.PodsPerNode = DefaultPodsPerNode
-	}
+	setDefault(&t.Nodes, DefaultNodes)
+	setDefault(&t.PodsPerNode, DefaultPodsPerNode)
 	if t.Clients == nil {
 		c := DefaultClients
 		t.Clients = &c
 	}
-	setString(&t.NodeCIDR, DefaultNodeCIDR)
-	setString(&t.PodCIDR, DefaultPodCIDR)
-	setString(&t.ServiceCIDR, DefaultServiceCIDR)
-	setString(&t.LoadBalancerPool, apistore.DefaultLoadBalancerPool.String())
-	setString(&t.NodePortRange, DefaultNodePortRange)
+	setDefault(&t.NodeCIDR, DefaultNodeCIDR)
+	setDefault(&t.PodCIDR, DefaultPodCIDR)
+	setDefault(&t.ServiceCIDR, DefaultServiceCIDR)
+	setDefault(&t.LoadBalancerPool, apistore.DefaultLoadBalancerPool.String())
+	setDefault(&t.NodePortRange, DefaultNodePortRange)
 
 	if s.Proxy != nil && s.Proxy.ProxyConfigFile == "" {
 		s.ProxyConfig = s.Proxy.ProxyConfig
 	}
 	s.ProxyConfig.Default()
-	setString(&s.ProxyConfig.ClusterCIDR, t.PodCIDR)
+	setDefault(&s.ProxyConfig.ClusterCIDR, t.PodCIDR)
 
 	for _, st := range s.Steps {
 		if st.Action != nil {
@@ -54,8 +50,10 @@ func (s *Scenario) Default() {
 	}
 }
 
-func setString(p *string, def string) {
-	if *p == "" {
+// setDefault sets *p to def when it is unset (the zero value).
+func setDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
 		*p = def
 	}
 }

@@ -66,7 +66,7 @@ func TestFormatDocStaleFails(t *testing.T) {
 	comments := typeComments(t, ".")
 	var a, b bytes.Buffer
 	require.NoError(t, writeFormatDoc(&a, DefaultRegistry(), comments))
-	reg := DefaultRegistry().AddMeasurement(renamed{Measurement: rulesMeasurement{}, name: "rules-again"})
+	reg := DefaultRegistry().AddMeasurement(renamed{Measurement: mustMeasurement(t, "rules"), name: "rules-again"})
 	require.NoError(t, writeFormatDoc(&b, reg, comments))
 	assert.NotEqual(t, a.String(), b.String())
 	assert.Contains(t, b.String(), "### rules-again")
@@ -274,4 +274,20 @@ func orDash(s string) string {
 		return "—"
 	}
 	return s
+}
+
+// mustMeasurement returns the shipped measurement of that name.
+func mustMeasurement(t *testing.T, name string) Measurement {
+	t.Helper()
+	m, ok := DefaultRegistry().Measurement(name)
+	require.True(t, ok, name)
+	return m
+}
+
+// mustStep returns the shipped step kind of that name.
+func mustStep(t *testing.T, name string) StepKind {
+	t.Helper()
+	k, ok := DefaultRegistry().Step(name)
+	require.True(t, ok, name)
+	return k
 }

@@ -107,9 +107,7 @@ func (r *Registry) ParseDocs(file string, docs []*yamlpos.Doc, baseDir string) (
 			}
 		} else {
 			s.ProxyConfig = c
-			if s.ProxyConfig.ClusterCIDR == "" {
-				s.ProxyConfig.ClusterCIDR = s.Topology.PodCIDR
-			}
+			setDefault(&s.ProxyConfig.ClusterCIDR, s.Topology.PodCIDR)
 		}
 	}
 	if len(errs) >= maxErrors {

@@ -14,23 +14,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/measure"
 )
 
-// churnMeasurement reports the correctness, rate and syncs of the last probed churn.
-type churnMeasurement struct{}
-
-func (churnMeasurement) Name() string { return "churn" }
-func (churnMeasurement) Doc() string {
-	return "What the last mixed churn with a prober saw: misroutes (connections to an endpoint a finished sync had removed), false refusals (a live Service refusing), other probe failures, the change rate achieved, and the probing node's syncs during the churn. Use `limits` to require 0 misroutes and 0 false refusals. It fails by itself when its prober probed live Services fewer than params.minLiveProbes times (default: once per change) or more than params.maxFailedShare of those probes timed out or were reset (default 1%)."
-}
-
-// Metrics: churn figures are checked by limits, not by compare.
-func (churnMeasurement) Metrics() []reports.Metric {
-	return reports.MetricsOf(reports.MeasureChurnMisroutes, reports.MeasureChurnFalseRefusals, reports.MeasureChurnProbeFailures,
-		reports.MeasureChurnRate, reports.MeasureChurnSync)
-}
-
-// Decode reads ChurnParams (none).
-func (churnMeasurement) Decode(in Input) (Measuring, error) { return decodeParams[ChurnParams](in) }
-
 // ChurnParams are the churn measurement's parameters: the bounds of its prober's verdict
 // (measure.ChurnBounds), checked whatever the limits say.
 type ChurnParams struct {

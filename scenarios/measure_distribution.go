@@ -20,24 +20,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/synth"
 )
 
-// distributionMeasurement counts new connections per endpoint of a generated Service.
-type distributionMeasurement struct{}
-
-func (distributionMeasurement) Name() string { return reports.MeasureDistribution }
-func (distributionMeasurement) Doc() string {
-	return "Opens new connections to a Service over `endpoints` of the generated pods (made once, named after every ladder Service) and counts them per endpoint, with a chi-square goodness of fit against the expected shares (uniform, IPVS weights, or one endpoint for sticky selection). Every result carries chi2, df, p_value, max_deviation and same_backend_share."
-}
-
-// Metrics: the counts per endpoint, judged by their fit.
-func (distributionMeasurement) Metrics() []reports.Metric {
-	return reports.MetricsOf(reports.MeasureDistribution)
-}
-
-// Decode reads DistributionParams.
-func (distributionMeasurement) Decode(in Input) (Measuring, error) {
-	return decodeParams[DistributionParams](in)
-}
-
 // Expected shares of a distribution.
 const (
 	ExpectedUniform = "uniform"
@@ -74,13 +56,9 @@ type DistributionParams struct {
 
 // Default sets 10 endpoints, 100 connections per endpoint, and the expected shares.
 func (p *DistributionParams) Default() {
-	if p.Endpoints == 0 {
-		p.Endpoints = SyntheticPods
-	}
-	if p.Connections == 0 {
-		p.Connections = 100 * p.Endpoints
-	}
-	setString(&p.Affinity, "None")
+	setDefault(&p.Endpoints, SyntheticPods)
+	setDefault(&p.Connections, 100*p.Endpoints)
+	setDefault(&p.Affinity, "None")
 	if p.Expected == "" {
 		p.Expected = ExpectedUniform
 		if p.Weights != "" {

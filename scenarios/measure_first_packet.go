@@ -15,26 +15,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/synth"
 )
 
-// firstPacketMeasurement times first packets along the whole rule order: the curve of
-// lookup cost against a Service's position, with its percentiles.
-type firstPacketMeasurement struct{}
-
-func (firstPacketMeasurement) Name() string { return reports.MeasureFirstPacket }
-func (firstPacketMeasurement) Doc() string {
-	return "First-packet latency percentiles per position: TCP connect latency from a host to generated Services at `positions` evenly spaced ranks of the rule order (0% the first, 100% the last), interleaved so that drift hits every rank alike, with the established-connection control. Where lookup gives three points, this gives the curve: linear in the rank for iptables' chain walk, flat for nftables' maps and IPVS's hash."
-}
-
-// Metrics: the connect latency at every rank is gated on its median and p99; the control
-// describes the machine.
-func (firstPacketMeasurement) Metrics() []reports.Metric {
-	return reports.MetricsOf(reports.MeasureFirstPacket)
-}
-
-// Decode reads FirstPacketParams.
-func (firstPacketMeasurement) Decode(in Input) (Measuring, error) {
-	return decodeParams[FirstPacketParams](in)
-}
-
 // MaxFirstPacketPositions bounds the ranks one first-packet measurement probes.
 const MaxFirstPacketPositions = 101
 
@@ -51,12 +31,8 @@ type FirstPacketParams struct {
 
 // Default sets 5 positions of 100 samples.
 func (p *FirstPacketParams) Default() {
-	if p.Positions == 0 {
-		p.Positions = 5
-	}
-	if p.Samples == 0 {
-		p.Samples = 100
-	}
+	setDefault(&p.Positions, 5)
+	setDefault(&p.Samples, 100)
 }
 
 // Validate checks the params; the Services probed are generated ones, which must exist at

@@ -15,23 +15,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/synth"
 )
 
-// lookupMeasurement times first packets to the first, middle and last generated Service.
-type lookupMeasurement struct{}
-
-func (lookupMeasurement) Name() string { return reports.MeasureLookup }
-func (lookupMeasurement) Doc() string {
-	return "First-packet cost: TCP connect latency from a host to the first, middle and last generated Service (positions in the rule order), interleaved, with the established-connection control: one request over a connection kept open, in every round right after its connects (established flows skip the Service rules; compare pairs sample i of each)."
-}
-
-// Metrics: connect latency per position is gated (median and p99); the established
-// control describes the machine.
-func (lookupMeasurement) Metrics() []reports.Metric {
-	return reports.MetricsOf(reports.MeasureLookup)
-}
-
-// Decode reads LookupParams.
-func (lookupMeasurement) Decode(in Input) (Measuring, error) { return decodeParams[LookupParams](in) }
-
 // LookupParams are the lookup measurement's parameters.
 type LookupParams struct {
 	// Samples is the number of connects per position (and of requests of the control),
@@ -43,9 +26,7 @@ type LookupParams struct {
 
 // Default sets 200 samples.
 func (p *LookupParams) Default() {
-	if p.Samples == 0 {
-		p.Samples = 200
-	}
+	setDefault(&p.Samples, 200)
 }
 
 // Validate checks the samples and the host; the targets are generated Services, which

@@ -15,23 +15,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/synth"
 )
 
-// perRuleMeasurement times one more Service added one iptables call per rule, at the
-// table's current size or after a bulk prefill to a given size.
-type perRuleMeasurement struct{}
-
-func (perRuleMeasurement) Name() string { return reports.MeasurePerRule }
-func (perRuleMeasurement) Doc() string {
-	return "Adds generated Services one iptables call per rule and times each rule and each Service, at the table's current size or after a prefill to prefill Services with one iptables-restore; with restores, also times that many full and partial iptables-restore syncs of the same table (the 2017 curve; backends with per-rule timings only: iptables-perrule)."
-}
-
-// Metrics: the per-rule times describe a curve; they are not gated.
-func (perRuleMeasurement) Metrics() []reports.Metric {
-	return reports.MetricsOf(reports.MeasurePerRule, reports.MeasurePerRuleService, reports.MeasurePerRuleRestore)
-}
-
-// Decode reads PerRuleParams.
-func (perRuleMeasurement) Decode(in Input) (Measuring, error) { return decodeParams[PerRuleParams](in) }
-
 // PerRuleParams are the perrule measurement's parameters.
 type PerRuleParams struct {
 	// Prefill grows the generated Services to this many first, with one iptables-restore
@@ -46,9 +29,7 @@ type PerRuleParams struct {
 
 // Default sets one addition.
 func (p *PerRuleParams) Default() {
-	if p.Adds == 0 {
-		p.Adds = 1
-	}
+	setDefault(&p.Adds, 1)
 }
 
 // Validate needs backends with per-rule timings and bounded counts; the step adds

@@ -13,25 +13,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/measure"
 )
 
-// programmingLatencyMeasurement reports how long changes took to reach the kernel and
-// the data plane.
-type programmingLatencyMeasurement struct{}
-
-func (programmingLatencyMeasurement) Name() string { return reports.MeasureProgrammingLatency }
-func (programmingLatencyMeasurement) Doc() string {
-	return "Programming latency, from a change's trigger time (its EndpointSlice's `endpoints.kubernetes.io/last-change-trigger-time`) to the end of the sync that carried it (half `sync`, as kube-proxy measures it) and, after a mixed churn with a prober, to the first probe that saw it (half `dataplane`). Without a probed churn, every change with a trigger time so far on every node. Needs such a change before it: a mixed churn, or pods behind a Service with a selector; the other churn patterns write no trigger time. With `mode: probed` it makes `samples` endpoint changes of a Service of its own and times each per node, from the API's acknowledgement to the first probe from that node answered by the new endpoint (half `api-to-probe`, label `node`): the mode for a real cluster (`--kubeconfig`), whose proxy keeps no records kpbench can read."
-}
-
-// Metrics: both halves are gated on their median and p99.
-func (programmingLatencyMeasurement) Metrics() []reports.Metric {
-	return reports.MetricsOf(reports.MeasureProgrammingLatency, reports.MeasureProgrammingLatencyDataplane)
-}
-
-// Decode reads ProgrammingLatencyParams (none).
-func (programmingLatencyMeasurement) Decode(in Input) (Measuring, error) {
-	return decodeParams[ProgrammingLatencyParams](in)
-}
-
 // ProgrammingLatencyParams are the programming-latency measurement's parameters.
 type ProgrammingLatencyParams struct {
 	// Mode is "" (the default: read the proxies' sync records and the last probed
@@ -57,9 +38,7 @@ func (p *ProgrammingLatencyParams) Default() {
 	if p.Mode != ProgrammingModeProbed {
 		return
 	}
-	if p.Samples == 0 {
-		p.Samples = 20
-	}
+	setDefault(&p.Samples, 20)
 	if p.Timeout == nil {
 		p.Timeout = NewDuration(30 * time.Second)
 	}

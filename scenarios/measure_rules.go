@@ -11,23 +11,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/measure"
 )
 
-// rulesMeasurement counts what the backend left in node 0's kernel.
-type rulesMeasurement struct{}
-
-func (rulesMeasurement) Name() string { return reports.MeasureRules }
-func (rulesMeasurement) Doc() string {
-	return "Counts the rules the backend left in node 0's kernel (`-A` rules of iptables-save, rules and set elements of nft's table, IPVS virtual and real servers), and the kernel memory they occupy (growth since before the lab, host-wide)."
-}
-
-// Metrics: the rule count is exact and gated; the memory, one host-wide reading, is
-// informational.
-func (rulesMeasurement) Metrics() []reports.Metric {
-	return reports.MetricsOf(reports.MeasureRules, reports.MeasureRulesMemory)
-}
-
-// Decode reads RulesParams (none).
-func (rulesMeasurement) Decode(in Input) (Measuring, error) { return decodeParams[RulesParams](in) }
-
 // RulesParams are the rules measurement's parameters: none.
 type RulesParams struct{}
 

@@ -12,23 +12,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/measure"
 )
 
-// syncMeasurement times syncs of node 0's proxy.
-type syncMeasurement struct{}
-
-func (syncMeasurement) Name() string { return reports.MeasureSync }
-func (syncMeasurement) Doc() string {
-	return "Times syncs of node 0's proxy: `full` rewrites everything on the current state, `partial` follows a change of one generated Service (the middle one). Records the wall time with its generate/apply split, a machine control (a fixed CPU work timed just before and after every sync), the tool's CPU time (backends that exec a tool), and the bytes, rules and Services written."
-}
-
-// Metrics: the wall time of full and partial syncs is gated; the rest describes them.
-func (syncMeasurement) Metrics() []reports.Metric {
-	return reports.MetricsOf(reports.MeasureSync, reports.MeasureSyncGenerate, reports.MeasureSyncApply, reports.MeasureSyncApplyCPU,
-		reports.MeasureSyncUnplannedFull, reports.MeasureSyncBytes, reports.MeasureSyncRules, reports.MeasureSyncChangedServices)
-}
-
-// Decode reads SyncParams.
-func (syncMeasurement) Decode(in Input) (Measuring, error) { return decodeParams[SyncParams](in) }
-
 // Sync kinds.
 const (
 	SyncFull    = "full"
@@ -45,10 +28,8 @@ type SyncParams struct {
 
 // Default sets kind full and 3 repeats.
 func (p *SyncParams) Default() {
-	setString(&p.Kind, SyncFull)
-	if p.Repeats == 0 {
-		p.Repeats = 3
-	}
+	setDefault(&p.Kind, SyncFull)
+	setDefault(&p.Repeats, 3)
 }
 
 // Validate checks kind and repeats; a partial sync needs generated Services to change.

@@ -19,24 +19,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/synth"
 )
 
-// throughputMeasurement loads a NodePort Service from several hosts at once.
-type throughputMeasurement struct{}
-
-func (throughputMeasurement) Name() string { return reports.MeasureThroughput }
-func (throughputMeasurement) Doc() string {
-	return "Loads a NodePort Service over `endpoints` of the generated pods (made once) from every host of `from` at once (pods and nodes use its ClusterIP, external clients node 0's node port): new connections per second and/or requests per second over kept-alive connections, with their latency and the machine's CPU during the load (net of an idle baseline). Its results are kept even when the load fails."
-}
-
-// Metrics: the rates are gated (higher is better); the latencies describe them.
-func (throughputMeasurement) Metrics() []reports.Metric {
-	return reports.MetricsOf(reports.MeasureThroughputConnections, reports.MeasureThroughputRequests, reports.MeasureThroughputLatency)
-}
-
-// Decode reads ThroughputParams.
-func (throughputMeasurement) Decode(in Input) (Measuring, error) {
-	return decodeParams[ThroughputParams](in)
-}
-
 // Kinds of throughput load.
 const (
 	ThroughputConnections = string(probe.LoadConnections)
@@ -72,16 +54,10 @@ type ThroughputParams struct {
 
 // Default fills the load's shape.
 func (p *ThroughputParams) Default() {
-	setString(&p.Kind, ThroughputBoth)
-	if p.Endpoints == 0 {
-		p.Endpoints = SyntheticPods
-	}
-	if p.Workers == 0 {
-		p.Workers = probe.DefaultLoadWorkers
-	}
-	if p.MaxOps == 0 {
-		p.MaxOps = probe.DefaultLoadMaxOps
-	}
+	setDefault(&p.Kind, ThroughputBoth)
+	setDefault(&p.Endpoints, SyntheticPods)
+	setDefault(&p.Workers, probe.DefaultLoadWorkers)
+	setDefault(&p.MaxOps, probe.DefaultLoadMaxOps)
 	if p.Duration == nil {
 		p.Duration = NewDuration(probe.DefaultLoadDuration)
 	}

@@ -100,9 +100,7 @@ func (c *ProxyConfig) Default() {
 		b := DefaultMasqueradeBit
 		c.IPTables.MasqueradeBit = &b
 	}
-	if c.IPVS.Scheduler == "" {
-		c.IPVS.Scheduler = DefaultIPVSScheduler
-	}
+	setDefault(&c.IPVS.Scheduler, DefaultIPVSScheduler)
 }
 
 // ipvsSchedulers lists the schedulers kube-proxy accepts.

@@ -16,10 +16,10 @@ import (
 )
 
 // A scenario's steps are plug-ins: each kind of step (`apply`, `wait`, `measure`, ...) and
-// each measurement (`sync`, `lookup`, ...) is one file implementing one small interface,
-// registered by name in a Registry. Loading, validation, running, diff-rules and the
-// format's documentation (docs/scenario-format.md) all read the registry; nothing else
-// knows the names.
+// each measurement (`sync`, `lookup`, ...) is one file of typed fields implementing one
+// small interface, declared (name, documentation, ...) in shipped.go and registered by name
+// in a Registry. Loading, validation, running, diff-rules and the format's documentation
+// (docs/scenario-format.md) all read the registry; nothing else knows the names.
 
 // Role says what a step does to a run, for commands that run part of a scenario
 // (diff-rules applies the changes up to the first expectation).
@@ -199,17 +199,10 @@ func unknown(what, name string, allowed []string) string {
 // DefaultRegistry returns the registry of every step kind and measurement kpbench ships.
 func DefaultRegistry() *Registry {
 	r := NewRegistry()
-	for _, k := range []StepKind{
-		applyStepKind(), deleteStepKind(), scaleStepKind(), setPodsStepKind(), churnStepKind(),
-		waitStepKind(), expectStepKind(), measureStepKind(),
-	} {
+	for _, k := range shippedSteps() {
 		r.AddStep(k)
 	}
-	for _, m := range []Measurement{
-		syncMeasurement{}, lookupMeasurement{}, distributionMeasurement{}, rulesMeasurement{},
-		perRuleMeasurement{}, programmingLatencyMeasurement{}, churnMeasurement{}, throughputMeasurement{},
-		firstPacketMeasurement{},
-	} {
+	for _, m := range shippedMeasurements() {
 		r.AddMeasurement(m)
 	}
 	return r.AddRunMetrics(controlPlaneMetrics()...)
@@ -234,11 +227,25 @@ func (k stepKind[T, PT]) Decode(in Input) (Action, error) {
 	return a, in.Decode(a)
 }
 
-// decodeParams decodes a measurement's params into a new *T.
-func decodeParams[T any, PT interface {
+// measurementKind is a Measurement whose parameters are *T, decoded strictly from the
+// step's params; shipped.go declares kpbench's own.
+type measurementKind[T any, PT interface {
 	*T
 	Measuring
-}](in Input) (Measuring, error) {
+}] struct {
+	name, doc string
+	// metrics names the reports measurements it records (reports.MetricsOf).
+	metrics []string
+}
+
+func (k measurementKind[T, PT]) Name() string { return k.name }
+func (k measurementKind[T, PT]) Doc() string  { return k.doc }
+
+// Metrics declares the named measurements.
+func (k measurementKind[T, PT]) Metrics() []reports.Metric { return reports.MetricsOf(k.metrics...) }
+
+// Decode decodes the params into a new *T.
+func (k measurementKind[T, PT]) Decode(in Input) (Measuring, error) {
 	p := PT(new(T))
 	return p, in.Decode(p)
 }

@@ -165,9 +165,7 @@ func paramString(p map[string]string) string {
 // Backend is set, and Name defaults to the step's name.
 func (s *Session) RecordCase(c reports.Case) {
 	c.Backend = s.Backend
-	if c.Name == "" {
-		c.Name = s.StepName()
-	}
+	setDefault(&c.Name, s.StepName())
 	if s.step != nil {
 		s.step.cases++
 		if c.Result == reports.CaseFail {

@@ -93,8 +93,8 @@ func TestRegistryDeclaresWhatReportsDraw(t *testing.T) {
 		reports.MeasureThroughputRequests, reports.MeasureThroughputLatency, reports.MeasureControlPlaneStartup} {
 		assert.True(t, declared[name], "%s is declared", name)
 	}
-	assert.Panics(t, func() { reg.AddMeasurement(syncMeasurement{}) })
-	assert.Panics(t, func() { reg.AddStep(waitStepKind()) })
+	assert.Panics(t, func() { reg.AddMeasurement(mustMeasurement(t, "sync")) })
+	assert.Panics(t, func() { reg.AddStep(mustStep(t, "wait")) })
 }
 
 // TestLineProgress: today's one line per step goes through the progress hook.

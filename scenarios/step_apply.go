@@ -11,11 +11,6 @@ import (
 	"kpbench.dev/kpbench/manifest"
 )
 
-func applyStepKind() StepKind {
-	return stepKind[ApplyStep, *ApplyStep]{name: "apply", role: RoleChange,
-		doc: "Creates or updates objects, as `kubectl apply` does: Services, EndpointSlices, Deployments and Pods from manifest files or inline."}
-}
-
 // ApplyStep creates or updates objects (like `kubectl apply`).
 type ApplyStep struct {
 	// Manifests to apply, in order. At least one.

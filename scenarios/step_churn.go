@@ -17,11 +17,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/synth"
 )
 
-func churnStepKind() StepKind {
-	return stepKind[ChurnStep, *ChurnStep]{name: "churn", role: RoleChange,
-		doc: "Generates Services (`svc-NNNNNN` in namespace `kpbench`, with EndpointSlices over shared pods) and changes them at a rate or all at once: the ladders of the benchmarks, and a mixed churn with a prober for programming latency and correctness."}
-}
-
 // ChurnStep generates Service and endpoint changes, to measure how the proxy keeps up.
 type ChurnStep struct {
 	// Pattern is what happens: "add" creates Services, "update" keeps replacing
@@ -88,11 +83,9 @@ type ChurnTemplate struct {
 // Default sets the template's port (80), protocol (TCP) and type (ClusterIP).
 func (c *ChurnStep) Default() {
 	tp := &c.Template
-	if tp.Port == 0 {
-		tp.Port = DefaultChurnPort
-	}
-	setString(&tp.Protocol, "TCP")
-	setString(&tp.Type, "ClusterIP")
+	setDefault(&tp.Port, DefaultChurnPort)
+	setDefault(&tp.Protocol, "TCP")
+	setDefault(&tp.Type, "ClusterIP")
 }
 
 // Validate checks the pattern's fields, and that the Services it changes exist at this

@@ -11,11 +11,6 @@ import (
 	"kpbench.dev/kpbench/manifest"
 )
 
-func deleteStepKind() StepKind {
-	return stepKind[DeleteStep, *DeleteStep]{name: "delete", role: RoleChange,
-		doc: "Deletes objects: those of manifests, or one object named by kind and name."}
-}
-
 // DeleteStep removes objects: those of Manifests, or the one named by Kind and Name.
 type DeleteStep struct {
 	// Manifests whose objects are deleted.
@@ -33,7 +28,7 @@ func (d *DeleteStep) ManifestRefs() []ManifestRef { return d.Manifests }
 // Default sets the namespace of an object named by kind and name.
 func (d *DeleteStep) Default() {
 	if d.Kind != "" {
-		setString(&d.Namespace, manifest.DefaultNamespace)
+		setDefault(&d.Namespace, manifest.DefaultNamespace)
 	}
 }
 

@@ -22,11 +22,6 @@ import (
 	"kpbench.dev/kpbench/scenarios/check"
 )
 
-func expectStepKind() StepKind {
-	return stepKind[ExpectStep, *ExpectStep]{name: "expect", role: RoleExpect,
-		doc: "Sends probes from one host (an external client, a node, a pod) to a target (a Service through one of its addresses, or a literal address) and checks the outcome; each expect step is a case of the results, pass or fail, with the evidence."}
-}
-
 // Expectation kinds.
 const (
 	// ExpectReachable: every probe gets an answer.
@@ -129,9 +124,9 @@ func (e *ExpectStep) Default() {
 		}
 	}
 	if e.To.Service != "" {
-		setString(&e.To.Address, AddressClusterIP)
+		setDefault(&e.To.Address, AddressClusterIP)
 		if e.To.Address == AddressNodePort {
-			setString(&e.To.Node, "node-0")
+			setDefault(&e.To.Node, "node-0")
 		}
 	}
 }

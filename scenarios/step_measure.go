@@ -18,8 +18,6 @@ import (
 	"kpbench.dev/kpbench/reports"
 )
 
-func measureStepKind() StepKind { return measureKind{} }
-
 // measureKind is the `measure` step kind: it names a registered measurement, whose own
 // Decode reads the params.
 type measureKind struct{}

@@ -11,11 +11,6 @@ import (
 	"kpbench.dev/kpbench/manifest"
 )
 
-func scaleStepKind() StepKind {
-	return stepKind[ScaleStep, *ScaleStep]{name: "scale", role: RoleChange,
-		doc: "Sets a Deployment's replica count, as `kubectl scale` does."}
-}
-
 // ScaleStep sets a Deployment's replica count.
 type ScaleStep struct {
 	// Deployment is "namespace/name" or "name" (namespace "default") of a Deployment the

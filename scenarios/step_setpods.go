@@ -13,11 +13,6 @@ import (
 	"kpbench.dev/kpbench/manifest"
 )
 
-func setPodsStepKind() StepKind {
-	return stepKind[SetPodsStep, *SetPodsStep]{name: "setPods", role: RoleChange,
-		doc: "Changes pods' conditions (ready, terminating), as failing readiness probes or a graceful deletion would."}
-}
-
 // SetPodsStep changes the conditions of pods chosen by Selector or by Names.
 type SetPodsStep struct {
 	// Namespace of the pods (default "default").
@@ -34,7 +29,7 @@ type SetPodsStep struct {
 }
 
 // Default sets the namespace.
-func (sp *SetPodsStep) Default() { setString(&sp.Namespace, manifest.DefaultNamespace) }
+func (sp *SetPodsStep) Default() { setDefault(&sp.Namespace, manifest.DefaultNamespace) }
 
 // Validate requires pods that exist at this step and a condition to set.
 func (sp *SetPodsStep) Validate(v *Validation, p *field.Path) field.ErrorList {

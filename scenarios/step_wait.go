@@ -10,11 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-func waitStepKind() StepKind {
-	return stepKind[WaitStep, *WaitStep]{name: "wait", role: RoleWait,
-		doc: "Waits until every node's proxy has programmed the current state (`synced: true`), or for a fixed duration."}
-}
-
 // WaitStep waits until a condition holds, or for a fixed time. Exactly one of Synced and
 // Duration is set.
 type WaitStep struct {

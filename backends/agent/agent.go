@@ -15,6 +15,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/internal/chans"
 )
 
 // TriggerTimeAnnotation is the EndpointSlice annotation that carries the time of the change
@@ -221,16 +222,8 @@ func (a *Agent) Observe(c Change) {
 
 // Consume feeds every change from ch to the agent until ch closes or ctx ends.
 func (a *Agent) Consume(ctx context.Context, ch <-chan Change) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case c, ok := <-ch:
-			if !ok {
-				return
-			}
-			a.Observe(c)
-		}
+	for c := range chans.Each(ctx, ch) {
+		a.Observe(c)
 	}
 }
 

@@ -25,29 +25,41 @@ const (
 // parseSlow returns the slowdown of a slow-N variant as a fraction (0.25), ok false for
 // another variant.
 func parseSlow(v string) (float64, bool, error) {
-	n, ok := strings.CutPrefix(v, variantSlowPrefix)
+	return parsePercent(v, variantSlowPrefix, 1000, "a slowdown", 25)
+}
+
+// parsePercent reads the N of a variant prefixN (1-max percent) as a fraction, ok false
+// when v does not start with prefix; what names N in the error, example is a good N.
+func parsePercent(v, prefix string, max int, what string, example int) (float64, bool, error) {
+	n, ok := strings.CutPrefix(v, prefix)
 	if !ok {
 		return 0, false, nil
 	}
 	p, err := strconv.Atoi(n)
-	if err != nil || p < 1 || p > 1000 {
-		return 0, true, fmt.Errorf("%s%s: want a slowdown in percent, 1-1000 (slow-25)", variantSlowPrefix, n)
+	if err != nil || p < 1 || p > max {
+		return 0, true, fmt.Errorf("%s%s: want %s in percent, 1-%d (%s%d)", prefix, n, what, max, prefix, example)
 	}
 	return float64(p) / 100, true, nil
 }
 
-// slowed is a backend whose syncs take a share longer: it waits after the inner sync.
-type slowed struct {
+// wrapped is a backend under a variant's reference (iptables@slow-25); callers look its
+// optional interfaces up through Unwrap.
+type wrapped struct {
 	backends.Backend
-	name     string
-	slowdown float64
+	name string
 }
 
-// Name is the variant's reference (iptables@slow-25).
-func (s *slowed) Name() string { return s.name }
+// Name is the variant's reference.
+func (w wrapped) Name() string { return w.name }
 
-// Unwrap returns the backend it slows, whose optional interfaces callers look up.
-func (s *slowed) Unwrap() backends.Backend { return s.Backend }
+// Unwrap returns the backend it wraps.
+func (w wrapped) Unwrap() backends.Backend { return w.Backend }
+
+// slowed is a backend whose syncs take a share longer: it waits after the inner sync.
+type slowed struct {
+	wrapped
+	slowdown float64
+}
 
 // Sync runs the inner sync and then waits slowdown times its wall time (less if ctx ends).
 func (s *slowed) Sync(ctx context.Context, desired *backends.State) (backends.SyncResult, error) {

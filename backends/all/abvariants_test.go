@@ -35,7 +35,7 @@ func (s sleeper) Sync(context.Context, *backends.State) (backends.SyncResult, er
 }
 
 func TestSlowedSyncTakesTheShareLonger(t *testing.T) {
-	b := &slowed{Backend: sleeper{20 * time.Millisecond}, name: "sleeper@slow-50", slowdown: 0.5}
+	b := &slowed{wrapped: wrapped{sleeper{20 * time.Millisecond}, "sleeper@slow-50"}, slowdown: 0.5}
 	start := time.Now()
 	res, err := b.Sync(t.Context(), nil)
 	require.NoError(t, err)
@@ -65,7 +65,7 @@ func TestBlackholedMovesTheChosenServices(t *testing.T) {
 		Endpoints: []backends.Endpoint{ep("10.244.0.2", 8080), ep("10.244.0.3", 8080), ep("10.244.1.2", 8080)}}
 	desired := &backends.State{Services: []*backends.ServicePort{sp}}
 	r := &recorder{}
-	b := &blackholed{Backend: r, name: "recorder@blackhole-100", share: 1}
+	b := &blackholed{wrapped: wrapped{r, "recorder@blackhole-100"}, share: 1}
 	_, err := b.Sync(t.Context(), desired)
 	require.NoError(t, err)
 	got := r.last.Services[0].Endpoints
@@ -79,7 +79,7 @@ func TestBlackholedMovesTheChosenServices(t *testing.T) {
 	}
 	assert.Equal(t, netip.MustParseAddr("10.244.0.2"), sp.Endpoints[0].IP, "the caller's state is untouched")
 
-	tenth := &blackholed{Backend: r, share: 0.1}
+	tenth := &blackholed{wrapped: wrapped{Backend: r}, share: 0.1}
 	chosen := 0
 	for i := range 1000 {
 		n := backends.ServicePortName{Namespace: "default", Name: "svc-" + strconv.Itoa(i)}

@@ -2,12 +2,9 @@ package all
 
 import (
 	"context"
-	"fmt"
 	"hash/fnv"
 	"net/netip"
 	"slices"
-	"strconv"
-	"strings"
 
 	"kpbench.dev/kpbench/backends"
 )
@@ -36,30 +33,15 @@ var blackholeNet = netip.MustParsePrefix("192.0.2.0/24")
 // parseBlackhole returns the share of Services a blackhole-N variant drops (0.1), ok false
 // for another variant.
 func parseBlackhole(v string) (float64, bool, error) {
-	n, ok := strings.CutPrefix(v, variantBlackholePrefix)
-	if !ok {
-		return 0, false, nil
-	}
-	p, err := strconv.Atoi(n)
-	if err != nil || p < 1 || p > 100 {
-		return 0, true, fmt.Errorf("%s%s: want a share of Services in percent, 1-100 (blackhole-10)", variantBlackholePrefix, n)
-	}
-	return float64(p) / 100, true, nil
+	return parsePercent(v, variantBlackholePrefix, 100, "a share of Services", 10)
 }
 
 // blackholed is a backend that drops the traffic of a share of the Services: it
 // programs them with their endpoints moved into blackholeNet.
 type blackholed struct {
-	backends.Backend
-	name  string
+	wrapped
 	share float64
 }
-
-// Name is the variant's reference (iptables@blackhole-10).
-func (b *blackholed) Name() string { return b.name }
-
-// Unwrap returns the backend it breaks, whose optional interfaces callers look up.
-func (b *blackholed) Unwrap() backends.Backend { return b.Backend }
 
 // Sync programs desired with the chosen Services' endpoints moved (desired itself is not
 // changed).

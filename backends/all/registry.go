@@ -115,10 +115,10 @@ func registry() []entry {
 					o.Name, o.NaiveProbabilities = Reference("iptables", variant), true
 				}
 				if slow, ok, _ := parseSlow(variant); ok {
-					return &slowed{Backend: iptables.New(o), name: Reference("iptables", variant), slowdown: slow}, nil
+					return &slowed{wrapped: wrapped{iptables.New(o), Reference("iptables", variant)}, slowdown: slow}, nil
 				}
 				if share, ok, _ := parseBlackhole(variant); ok {
-					return &blackholed{Backend: iptables.New(o), name: Reference("iptables", variant), share: share}, nil
+					return &blackholed{wrapped: wrapped{iptables.New(o), Reference("iptables", variant)}, share: share}, nil
 				}
 				return iptables.New(o), nil
 			},

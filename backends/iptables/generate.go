@@ -135,33 +135,15 @@ func (g *Generator) Generate(out *bytes.Buffer, req Request) Result {
 
 	// kube-proxy's fixed rules.
 	nr, fr := &g.natRules, &g.filterRules
-	g.rule(nr, ChainPostrouting)
-	nr.WriteString(" -m mark ! --mark ")
-	nr.WriteString(g.masqMarkMask)
-	nr.WriteString(" -j RETURN\n")
-	g.rule(nr, ChainPostrouting)
-	nr.WriteString(" -j MARK --xor-mark ")
-	nr.WriteString(g.masqMark)
-	nr.WriteByte('\n')
-	g.rule(nr, ChainPostrouting)
-	nr.WriteString(` -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully` + "\n")
-	g.rule(nr, ChainMarkMasq)
-	nr.WriteString(" -j MARK --or-mark ")
-	nr.WriteString(g.masqMark)
-	nr.WriteByte('\n')
-	g.rule(nr, ChainMarkDrop)
-	nr.WriteString(" -j MARK --or-mark ")
-	nr.WriteString(g.dropMark)
-	nr.WriteByte('\n')
+	g.fixedRule(nr, ChainPostrouting, " -m mark ! --mark ", g.masqMarkMask, " -j RETURN")
+	g.fixedRule(nr, ChainPostrouting, " -j MARK --xor-mark ", g.masqMark)
+	g.fixedRule(nr, ChainPostrouting, ` -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`)
+	g.fixedRule(nr, ChainMarkMasq, " -j MARK --or-mark ", g.masqMark)
+	g.fixedRule(nr, ChainMarkDrop, " -j MARK --or-mark ", g.dropMark)
 
-	g.rule(fr, ChainForward)
-	fr.WriteString(" -m conntrack --ctstate INVALID -j DROP\n")
-	g.rule(fr, ChainForward)
-	fr.WriteString(` -m comment --comment "kubernetes forwarding rules" -m mark --mark `)
-	fr.WriteString(g.masqMarkMask)
-	fr.WriteString(" -j ACCEPT\n")
-	g.rule(fr, ChainForward)
-	fr.WriteString(` -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT` + "\n")
+	g.fixedRule(fr, ChainForward, " -m conntrack --ctstate INVALID -j DROP")
+	g.fixedRule(fr, ChainForward, ` -m comment --comment "kubernetes forwarding rules" -m mark --mark `, g.masqMarkMask, " -j ACCEPT")
+	g.fixedRule(fr, ChainForward, ` -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`)
 
 	total := 0
 	for _, sp := range st.Services {
@@ -177,8 +159,7 @@ func (g *Generator) Generate(out *bytes.Buffer, req Request) Result {
 		g.service(st, sp, write, large, res.Active)
 	}
 
-	g.rule(nr, ChainServices)
-	nr.WriteString(` -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS` + "\n")
+	g.fixedRule(nr, ChainServices, ` -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS`)
 
 	for c := range req.Installed {
 		if _, ok := res.Active[c]; !ok {
@@ -224,6 +205,16 @@ func (g *Generator) rule(b *bytes.Buffer, chain string) {
 	b.WriteString(chain)
 }
 
+// fixedRule writes one whole rule of chain: "-A chain", then parts, then a newline (for the
+// rules written once a sync, whatever the Services).
+func (g *Generator) fixedRule(b *bytes.Buffer, chain string, parts ...string) {
+	g.rule(b, chain)
+	for _, p := range parts {
+		b.WriteString(p)
+	}
+	b.WriteByte('\n')
+}
+
 func (g *Generator) addr(b *bytes.Buffer, a netip.Addr) {
 	g.scratch = a.AppendTo(g.scratch[:0])
 	b.Write(g.scratch)
@@ -254,6 +245,15 @@ func (g *Generator) match(b *bytes.Buffer, proto string, dst netip.Addr, port in
 	}
 	b.WriteString(" --dport ")
 	g.num(b, port)
+}
+
+// portRule writes a whole rule of chain for the service port name: its comment (name and
+// suffix), the match of proto, dst (none: any) and port, and the jump to target.
+func (g *Generator) portRule(b *bytes.Buffer, chain, name, suffix, proto string, dst netip.Addr, port int32, target string) {
+	g.rule(b, chain)
+	comment(b, name, suffix)
+	g.match(b, proto, dst, port)
+	jump(b, target)
 }
 
 func jump(b *bytes.Buffer, target string) {
@@ -318,52 +318,31 @@ func (g *Generator) service(st *backends.State, sp *backends.ServicePort, write,
 
 	// Cluster IP.
 	if hasInternal {
-		g.rule(nr, ChainServices)
-		comment(nr, name, " cluster IP")
-		g.match(nr, proto, sp.ClusterIP, sp.Port)
-		jump(nr, internalChain)
+		g.portRule(nr, ChainServices, name, " cluster IP", proto, sp.ClusterIP, sp.Port, internalChain)
 	} else {
-		g.rule(fr, ChainServices)
-		comment(fr, name, intComment)
-		g.match(fr, proto, sp.ClusterIP, sp.Port)
-		jump(fr, intTarget)
+		g.portRule(fr, ChainServices, name, intComment, proto, sp.ClusterIP, sp.Port, intTarget)
 	}
 	// External IPs.
 	for _, ip := range sp.ExternalIPs {
 		if hasEndpoints {
-			g.rule(nr, ChainServices)
-			comment(nr, name, " external IP")
-			g.match(nr, proto, ip, sp.Port)
-			jump(nr, extChain)
+			g.portRule(nr, ChainServices, name, " external IP", proto, ip, sp.Port, extChain)
 		}
 		if !hasExternal {
-			g.rule(fr, ChainExternalServices)
-			comment(fr, name, extComment)
-			g.match(fr, proto, ip, sp.Port)
-			jump(fr, extTarget)
+			g.portRule(fr, ChainExternalServices, name, extComment, proto, ip, sp.Port, extTarget)
 		}
 	}
 	// Load-balancer IPs.
 	for _, ip := range sp.LoadBalancerIPs {
 		if hasEndpoints {
-			g.rule(nr, ChainServices)
-			comment(nr, name, " loadbalancer IP")
-			g.match(nr, proto, ip, sp.Port)
-			jump(nr, lbChain)
+			g.portRule(nr, ChainServices, name, " loadbalancer IP", proto, ip, sp.Port, lbChain)
 		}
 		if usesFW {
-			g.rule(fr, ChainProxyFirewall)
-			comment(fr, name, " traffic not accepted by "+fwChain)
-			g.match(fr, proto, ip, sp.Port)
-			jump(fr, "DROP")
+			g.portRule(fr, ChainProxyFirewall, name, " traffic not accepted by "+fwChain, proto, ip, sp.Port, "DROP")
 		}
 	}
 	if !hasExternal {
 		for _, ip := range sp.LoadBalancerIPs {
-			g.rule(fr, ChainExternalServices)
-			comment(fr, name, extComment)
-			g.match(fr, proto, ip, sp.Port)
-			jump(fr, extTarget)
+			g.portRule(fr, ChainExternalServices, name, extComment, proto, ip, sp.Port, extTarget)
 		}
 	}
 	// Node ports.
@@ -384,10 +363,7 @@ func (g *Generator) service(st *backends.State, sp *backends.ServicePort, write,
 		}
 	}
 	if sp.HealthCheckNodePort != 0 {
-		g.rule(fr, ChainNodePorts)
-		comment(fr, name, " health check node port")
-		g.match(fr, "tcp", noAddr, sp.HealthCheckNodePort)
-		jump(fr, "ACCEPT")
+		g.portRule(fr, ChainNodePorts, name, " health check node port", "tcp", noAddr, sp.HealthCheckNodePort, "ACCEPT")
 	}
 
 	// Per-service chains: always recorded as active, written only when asked.

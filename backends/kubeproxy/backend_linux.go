@@ -18,6 +18,7 @@ import (
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/synced"
 	"kpbench.dev/kpbench/internal/netns"
+	"kpbench.dev/kpbench/internal/proc"
 )
 
 // Options describe one node's upstream kube-proxy.
@@ -53,7 +54,7 @@ type Backend struct {
 	client *http.Client
 
 	mu        sync.Mutex
-	proc      *process
+	proc      *proc.Process
 	prev      Samples // scrape at the end of the previous Sync
 	prevAt    time.Time
 	lastStart float64         // estimated start (unix seconds) of kube-proxy's latest finished sync
@@ -120,17 +121,7 @@ func (b *Backend) ForceFullSync() { b.full.ForceFullSync() }
 // dialInNode opens the TCP connection from a thread inside the node's namespace; the
 // socket stays there.
 func (b *Backend) dialInNode(ctx context.Context, network, addr string) (net.Conn, error) {
-	var c net.Conn
-	err := netns.Do(b.opts.NetNSPath, func() error {
-		if err := netns.Guard(); err != nil {
-			return err
-		}
-		var d net.Dialer
-		var err error
-		c, err = d.DialContext(ctx, network, addr)
-		return err
-	})
-	return c, err
+	return netns.Dial(ctx, b.opts.NetNSPath, &net.Dialer{}, network, addr)
 }
 
 // Scrape reads kube-proxy's /metrics from inside the node's namespace.
@@ -207,7 +198,7 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	node := b.opts.Config.NodeName
 	s := b.full.Begin() // full before the first start too: then there is no process yet
 	if s.Full && b.proc != nil {
-		if err := b.proc.stop(ctx, 10*time.Second); err != nil {
+		if err := b.proc.Stop(ctx, 10*time.Second); err != nil {
 			return backends.SyncResult{}, fmt.Errorf("restart kube-proxy on %s: %w", node, err)
 		}
 		b.proc = nil
@@ -236,7 +227,7 @@ func (b *Backend) Sync(ctx context.Context, desired *backends.State) (backends.S
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if done, err := b.proc.exited(); done {
+		if done, err := b.proc.Exited(); done {
 			b.proc = nil
 			return backends.SyncResult{}, fmt.Errorf("kube-proxy on %s exited: %v; log %s:\n%s", node, err, b.logPath, tailFile(b.logPath, 20))
 		}
@@ -401,7 +392,7 @@ func (b *Backend) Close(ctx context.Context) error {
 	if b.proc == nil {
 		return nil
 	}
-	err := b.proc.stop(ctx, 10*time.Second)
+	err := b.proc.Stop(ctx, 10*time.Second)
 	b.proc = nil
 	if err != nil {
 		return fmt.Errorf("stop kube-proxy on %s: %w", b.opts.Config.NodeName, err)
@@ -418,7 +409,7 @@ func (b *Backend) Cleanup(ctx context.Context) error {
 	defer b.mu.Unlock()
 	var errs []error
 	if b.proc != nil {
-		errs = append(errs, b.proc.stop(ctx, 10*time.Second))
+		errs = append(errs, b.proc.Stop(ctx, 10*time.Second))
 		b.proc = nil
 	}
 	if _, err := os.Stat(b.cfgPath); err == nil {

@@ -49,7 +49,7 @@ current-context: x
 	require.Error(t, err, "no API server: kube-proxy cannot sync")
 	assert.Contains(t, err.Error(), "not synced after")
 	require.NotNil(t, b.proc)
-	pid := b.proc.cmd.Process.Pid
+	pid := b.proc.Pid()
 
 	// It runs inside the node's namespace.
 	var want, got syscall.Stat_t

@@ -269,31 +269,32 @@ func (b *Backend) commit(pending *pendingSync, cfg config) {
 // listServiceObjects lists the per-service chains and affinity sets in the kernel (none
 // when the table does not exist).
 func (b *Backend) listServiceObjects(ctx context.Context) (chains, sets []string, err error) {
-	all, err := b.k.list(ctx, "chains")
-	if isNotFound(err) {
-		return nil, nil, nil
+	chains, exists, err := b.listNamed(ctx, "chains", isServiceChainName)
+	if err != nil || !exists {
+		return nil, nil, err
 	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("list chains: %w", err)
-	}
-	for _, c := range all {
-		if isServiceChainName(c) {
-			chains = append(chains, c)
-		}
-	}
-	all, err = b.k.list(ctx, "sets")
-	if isNotFound(err) {
-		return chains, nil, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("list sets: %w", err)
-	}
-	for _, s := range all {
-		if isAffinitySetName(s) {
-			sets = append(sets, s)
-		}
+	if sets, _, err = b.listNamed(ctx, "sets", isAffinitySetName); err != nil {
+		return nil, nil, err
 	}
 	return chains, sets, nil
+}
+
+// listNamed lists the table's objects of a type ("chains", "sets") whose name keep
+// accepts; exists is false when the table does not exist.
+func (b *Backend) listNamed(ctx context.Context, objectType string, keep func(string) bool) (names []string, exists bool, err error) {
+	all, err := b.k.list(ctx, objectType)
+	if isNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, fmt.Errorf("list %s: %w", objectType, err)
+	}
+	for _, name := range all {
+		if keep(name) {
+			names = append(names, name)
+		}
+	}
+	return names, true, nil
 }
 
 // pendingSync is the state the kernel will hold if the transaction succeeds.

@@ -207,16 +207,8 @@ func writeSetup(w *writer, cfg config, recreateBaseChains bool) {
 		}
 	}
 
-	tx.Add(&knftables.Map{
-		Name:    noEndpointServicesMap,
-		Type:    "ipv4_addr . inet_proto . inet_service : verdict",
-		Comment: knftables.PtrTo("vmap to drop or reject packets to services with no endpoints"),
-	})
-	tx.Add(&knftables.Map{
-		Name:    noEndpointNodePortsMap,
-		Type:    "inet_proto . inet_service : verdict",
-		Comment: knftables.PtrTo("vmap to drop or reject packets to service nodeports with no endpoints"),
-	})
+	tx.Add(verdictMap(noEndpointServicesMap, addrPortKey, "vmap to drop or reject packets to services with no endpoints"))
+	tx.Add(verdictMap(noEndpointNodePortsMap, portKey, "vmap to drop or reject packets to service nodeports with no endpoints"))
 	tx.Add(&knftables.Chain{Name: rejectChain, Comment: knftables.PtrTo("helper for @no-endpoint-services / @no-endpoint-nodeports")})
 	tx.Flush(&knftables.Chain{Name: rejectChain})
 	w.rule(rejectChain, "reject")
@@ -227,24 +219,12 @@ func writeSetup(w *writer, cfg config, recreateBaseChains bool) {
 		w.rule(nodePortEndpointsCheckChain, "ip daddr @"+nodePortIPsSet+" meta l4proto . th dport vmap @"+noEndpointNodePortsMap)
 	}
 
-	tx.Add(&knftables.Map{
-		Name:    firewallIPsMap,
-		Type:    "ipv4_addr . inet_proto . inet_service : verdict",
-		Comment: knftables.PtrTo("destinations that are subject to LoadBalancerSourceRanges"),
-	})
+	tx.Add(verdictMap(firewallIPsMap, addrPortKey, "destinations that are subject to LoadBalancerSourceRanges"))
 	ensure(firewallCheckChain)
 	w.rule(firewallCheckChain, "ip daddr . meta l4proto . th dport vmap @"+firewallIPsMap)
 
-	tx.Add(&knftables.Map{
-		Name:    serviceIPsMap,
-		Type:    "ipv4_addr . inet_proto . inet_service : verdict",
-		Comment: knftables.PtrTo("ClusterIP, ExternalIP and LoadBalancer IP traffic"),
-	})
-	tx.Add(&knftables.Map{
-		Name:    serviceNodePortsMap,
-		Type:    "inet_proto . inet_service : verdict",
-		Comment: knftables.PtrTo("NodePort traffic"),
-	})
+	tx.Add(verdictMap(serviceIPsMap, addrPortKey, "ClusterIP, ExternalIP and LoadBalancer IP traffic"))
+	tx.Add(verdictMap(serviceNodePortsMap, portKey, "NodePort traffic"))
 	// ClusterIP traffic from outside the pod network is masqueraded by one rule for
 	// every ClusterIP, not one per service chain (kube-proxy v1.37).
 	switch {
@@ -389,23 +369,19 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 	usesExternal := hasEndpoints && sp.ExternallyAccessible()
 	usesFW := len(sp.LoadBalancerIPs) > 0 && len(sp.LoadBalancerSourceRanges) > 0
 
-	var cluster, local, external, fw *chainPlan
-	if usesCluster {
-		cluster = &chainPlan{name: clusterChain}
-		p.chains = append(p.chains, cluster)
+	// plan adds the chain name to the plan when it is used (nil when not).
+	plan := func(used bool, name string) *chainPlan {
+		if !used {
+			return nil
+		}
+		c := &chainPlan{name: name}
+		p.chains = append(p.chains, c)
+		return c
 	}
-	if usesLocal {
-		local = &chainPlan{name: localChain}
-		p.chains = append(p.chains, local)
-	}
-	if usesExternal {
-		external = &chainPlan{name: externalChain}
-		p.chains = append(p.chains, external)
-	}
-	if usesFW {
-		fw = &chainPlan{name: fwChain}
-		p.chains = append(p.chains, fw)
-	}
+	cluster := plan(usesCluster, clusterChain)
+	local := plan(usesLocal, localChain)
+	external := plan(usesExternal, externalChain)
+	fw := plan(usesFW, fwChain)
 	p.chains = append(p.chains, epChains...)
 
 	// Verdicts for the filter checks: reject without any endpoint, drop when a Local
@@ -607,4 +583,18 @@ func writeRules(w *writer, c *chainPlan) {
 			w.rule(c.name, r)
 		}
 	}
+}
+
+// The keys of the verdict maps: a destination address, protocol and port, or a protocol
+// and port (node ports).
+const (
+	addrPortKey = "ipv4_addr . inet_proto . inet_service"
+	portKey     = "inet_proto . inet_service"
+)
+
+// verdictMap is a map from key to a verdict (a vmap), with its comment.
+//
+// Equivalent to: `nft add map ip kube-proxy $name { type $key : verdict; comment "$comment"; }`.
+func verdictMap(name, key, comment string) *knftables.Map {
+	return &knftables.Map{Name: name, Type: key + " : verdict", Comment: knftables.PtrTo(comment)}
 }

@@ -50,17 +50,7 @@ func (d *dialer) dial(ctx context.Context, network string, ep netip.AddrPort, ti
 		return nil, ctx.Err()
 	}
 	defer func() { d.idle <- w }()
-	var c net.Conn
-	// Run waits for the job (Background): the dial itself honours ctx and timeout, so the
-	// connection is never created after the caller gave up.
-	err := w.Run(context.Background(), func() error {
-		if err := netns.Guard(); err != nil {
-			return err
-		}
-		var err error
-		c, err = (&net.Dialer{Timeout: timeout}).DialContext(ctx, network, ep.String())
-		return err
-	})
+	c, err := w.Dial(ctx, &net.Dialer{Timeout: timeout}, network, ep.String())
 	if err != nil {
 		return nil, fmt.Errorf("dial %s %s from %s: %w", network, ep, d.nsPath, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"kpbench.dev/kpbench/backends"
+	"kpbench.dev/kpbench/internal/conns"
 )
 
 // service is the proxy of one service port: its listener, endpoint picker, and the
@@ -38,7 +39,7 @@ type service struct {
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	closed   bool
-	conns    map[net.Conn]struct{}
+	conns    conns.Set
 	sessions map[netip.AddrPort]*udpSession
 }
 
@@ -47,7 +48,7 @@ func (b *Backend) newService(sp *backends.ServicePort) *service {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &service{
 		b: b, dialer: b.dialer, name: sp.Name, ctx: ctx, cancel: cancel, picker: newPicker(b.now),
-		conns: map[net.Conn]struct{}{}, sessions: map[netip.AddrPort]*udpSession{},
+		sessions: map[netip.AddrPort]*udpSession{},
 	}
 	s.update(sp)
 	return s
@@ -132,10 +133,10 @@ func (s *service) listen() error {
 
 // serve starts serving the listener.
 func (s *service) serve() {
-	s.wg.Add(1)
 	if s.ln != nil {
-		go s.acceptLoop()
+		s.conns.Serve(s.ln, &s.wg, s.handleTCP)
 	} else {
+		s.wg.Add(1)
 		go s.packetLoop()
 	}
 }
@@ -152,73 +153,24 @@ func (s *service) close() {
 	if s.pc != nil {
 		_ = s.pc.Close()
 	}
-	for c := range s.conns {
-		_ = c.Close()
-	}
 	for _, u := range s.sessions {
 		_ = u.conn.Close()
 	}
 	s.mu.Unlock()
+	s.conns.Close(false)
 	s.wg.Wait()
-}
-
-// track registers c for close; false (and c closed) when the service is closing.
-func (s *service) track(c net.Conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		_ = c.Close()
-		return false
-	}
-	s.conns[c] = struct{}{}
-	return true
-}
-
-// untrack closes c and forgets it.
-func (s *service) untrack(c net.Conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-	_ = c.Close()
-}
-
-// acceptLoop accepts TCP connections until the listener is closed.
-func (s *service) acceptLoop() {
-	defer s.wg.Done()
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Out of file descriptors and the like: back off a little, as net/http does.
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			continue
-		}
-		if !s.track(c) {
-			continue
-		}
-		s.wg.Add(1)
-		go s.handleTCP(c)
-	}
 }
 
 // handleTCP connects an accepted client to an endpoint and copies bytes both ways.
 func (s *service) handleTCP(client net.Conn) {
-	defer s.wg.Done()
-	defer s.untrack(client)
 	up := s.connect(client.RemoteAddr())
 	if up == nil {
 		return // no endpoint answered: the client sees its connection closed
 	}
-	if !s.track(up) {
+	if !s.conns.Add(up) {
 		return
 	}
-	defer s.untrack(up)
+	defer s.conns.Remove(up)
 	splice(client.(*net.TCPConn), up.(*net.TCPConn), s.b.opts.TCPIdleTimeout)
 }
 

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"kpbench.dev/kpbench/apistore"
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/agent"
 	"kpbench.dev/kpbench/cluster"
@@ -194,7 +195,7 @@ func (c *Cluster) EndpointSlices() []*discoveryv1.EndpointSlice {
 			if p.Namespace != svc.Namespace || !sel.Matches(labels.Set(p.Labels)) {
 				continue
 			}
-			ready := podReady(p)
+			ready := apistore.PodReady(p)
 			node := p.Spec.NodeName
 			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
 				Addresses: []string{p.Status.PodIP}, NodeName: &node,
@@ -205,15 +206,6 @@ func (c *Cluster) EndpointSlices() []*discoveryv1.EndpointSlice {
 		out = append(out, s)
 	}
 	return out
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, cond := range p.Status.Conditions {
-		if cond.Type == corev1.PodReady {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // ScaleDeployment is not available: the fake runs no Deployment controller.

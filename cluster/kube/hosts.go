@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kpbench.dev/kpbench/apistore"
 	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/echo"
@@ -79,7 +80,7 @@ func (c *Cluster) PodHost(_, name string) (lab.Host, bool) {
 		}
 		ip, _ := netip.ParseAddr(p.Status.PodIP)
 		return lab.Host{Name: p.Name, Kind: lab.KindPod, IP: ip, Node: c.labNode(p.Spec.NodeName), Labels: p.Labels,
-			Ready: podReady(p), Terminating: p.DeletionTimestamp != nil}, true
+			Ready: apistore.PodReady(p), Terminating: p.DeletionTimestamp != nil}, true
 	}
 	return lab.Host{}, false
 }

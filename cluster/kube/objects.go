@@ -113,26 +113,13 @@ func (c *Cluster) createOrUpdate(ctx context.Context, o runtime.Object) error {
 	ns, name := c.namespace, o.(metav1.Object).GetName()
 	switch v := o.(type) {
 	case *corev1.Service:
-		cur, gerr := c.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
-		if gerr != nil {
-			return gerr
-		}
-		v.ResourceVersion, v.Spec.ClusterIP, v.Spec.ClusterIPs = cur.ResourceVersion, cur.Spec.ClusterIP, cur.Spec.ClusterIPs
-		_, err = c.client.CoreV1().Services(ns).Update(ctx, v, metav1.UpdateOptions{})
+		err = replace(ctx, c.client.CoreV1().Services(ns), v, func(cur *corev1.Service) {
+			v.Spec.ClusterIP, v.Spec.ClusterIPs = cur.Spec.ClusterIP, cur.Spec.ClusterIPs
+		})
 	case *discoveryv1.EndpointSlice:
-		cur, gerr := c.client.DiscoveryV1().EndpointSlices(ns).Get(ctx, name, metav1.GetOptions{})
-		if gerr != nil {
-			return gerr
-		}
-		v.ResourceVersion = cur.ResourceVersion
-		_, err = c.client.DiscoveryV1().EndpointSlices(ns).Update(ctx, v, metav1.UpdateOptions{})
+		err = replace(ctx, c.client.DiscoveryV1().EndpointSlices(ns), v, nil)
 	case *appsv1.Deployment:
-		cur, gerr := c.client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if gerr != nil {
-			return gerr
-		}
-		v.ResourceVersion = cur.ResourceVersion
-		_, err = c.client.AppsV1().Deployments(ns).Update(ctx, v, metav1.UpdateOptions{})
+		err = replace(ctx, c.client.AppsV1().Deployments(ns), v, nil)
 	default:
 		return err // pods are not updated in place
 	}
@@ -140,6 +127,27 @@ func (c *Cluster) createOrUpdate(ctx context.Context, o runtime.Object) error {
 		return fmt.Errorf("update %s %s/%s: %w", kindOf(o), ns, name, err)
 	}
 	return nil
+}
+
+// getUpdater is the part of a typed client (Services(ns), ...) that replace uses.
+type getUpdater[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+// replace updates v over the object of its name: it takes the current one's resource
+// version, and keep (nil: nothing) copies what else of the current one v must keep.
+func replace[T metav1.Object](ctx context.Context, client getUpdater[T], v T, keep func(cur T)) error {
+	cur, err := client.Get(ctx, v.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	v.SetResourceVersion(cur.GetResourceVersion())
+	if keep != nil {
+		keep(cur)
+	}
+	_, err = client.Update(ctx, v, metav1.UpdateOptions{})
+	return err
 }
 
 // Delete removes one object of the run (pods without grace); its namespace is the
@@ -198,47 +206,43 @@ func (c *Cluster) Get(kind, _, name string) (runtime.Object, error) {
 // Services are the run's Services as last read, shown in the namespace the manifests
 // gave them.
 func (c *Cluster) Services() []*corev1.Service {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]*corev1.Service, 0, len(c.services))
-	for _, v := range c.services {
-		cp := v.DeepCopy()
-		cp.Namespace = c.scenarioNS("Service", cp.Name)
-		out = append(out, cp)
-	}
-	return out
+	return shown(c, "Service", &c.services, nil)
 }
 
 // EndpointSlices are the run's EndpointSlices as last read, shown in the namespace the
 // manifests gave them (their Service's), with the scenario's node names.
 func (c *Cluster) EndpointSlices() []*discoveryv1.EndpointSlice {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]*discoveryv1.EndpointSlice, 0, len(c.slices))
-	for _, v := range c.slices {
-		cp := v.DeepCopy()
-		cp.Namespace = c.scenarioNS("EndpointSlice", cp.Name)
+	return shown(c, "EndpointSlice", &c.slices, func(cp *discoveryv1.EndpointSlice) {
 		for i := range cp.Endpoints {
 			if n := cp.Endpoints[i].NodeName; n != nil {
 				l := c.labNode(*n)
 				cp.Endpoints[i].NodeName = &l
 			}
 		}
-		out = append(out, cp)
-	}
-	return out
+	})
 }
 
 // Pods are the run's pods as last read (probers included), shown in the namespace the
 // manifests gave them, with the scenario's node names.
 func (c *Cluster) Pods() []*corev1.Pod {
+	return shown(c, "Pod", &c.pods, func(cp *corev1.Pod) { cp.Spec.NodeName = c.labNode(cp.Spec.NodeName) })
+}
+
+// shown returns copies of *objs (a list c.mu guards, read under it) as the scenario sees
+// them: in the namespace the manifests gave them, then adjusted by fix (nil: nothing more).
+func shown[T interface {
+	metav1.Object
+	DeepCopy() T
+}](c *Cluster, kind string, objs *[]T, fix func(T)) []T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]*corev1.Pod, 0, len(c.pods))
-	for _, v := range c.pods {
+	out := make([]T, 0, len(*objs))
+	for _, v := range *objs {
 		cp := v.DeepCopy()
-		cp.Namespace = c.scenarioNS("Pod", cp.Name)
-		cp.Spec.NodeName = c.labNode(cp.Spec.NodeName)
+		cp.SetNamespace(c.scenarioNS(kind, cp.GetName()))
+		if fix != nil {
+			fix(cp)
+		}
 		out = append(out, cp)
 	}
 	return out

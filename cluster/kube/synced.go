@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"kpbench.dev/kpbench/apistore"
 	"kpbench.dev/kpbench/lab/probe"
 )
 
@@ -204,7 +205,7 @@ func (c *Cluster) notReady() string {
 		if p.DeletionTimestamp != nil {
 			return "pod " + p.Name + " is being deleted"
 		}
-		if !podReady(p) {
+		if !apistore.PodReady(p) {
 			return "pod " + p.Name + " not ready (" + podWaitReason(p) + ")"
 		}
 	}
@@ -356,13 +357,4 @@ func podWaitReason(p *corev1.Pod) string {
 		r += ": " + p.Status.Message
 	}
 	return r
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"kpbench.dev/kpbench/apistore"
+	"kpbench.dev/kpbench/internal/chans"
 	"kpbench.dev/kpbench/lab"
 )
 
@@ -42,29 +43,21 @@ func HostName(namespace, name string) string {
 }
 
 func (k *kubelet) run(ctx context.Context, events <-chan apistore.Event) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
-			var err error
-			if pod, isPod := ev.Object.(*corev1.Pod); isPod {
-				err = k.handle(ctx, ev.Type, pod)
-			}
-			k.mu.Lock()
-			if err != nil && k.err == nil {
-				k.err = err
-			}
-			if ev.ResourceVersion > k.processed {
-				k.processed = ev.ResourceVersion
-			}
-			close(k.progress)
-			k.progress = make(chan struct{})
-			k.mu.Unlock()
+	for ev := range chans.Each(ctx, events) {
+		var err error
+		if pod, isPod := ev.Object.(*corev1.Pod); isPod {
+			err = k.handle(ctx, ev.Type, pod)
 		}
+		k.mu.Lock()
+		if err != nil && k.err == nil {
+			k.err = err
+		}
+		if ev.ResourceVersion > k.processed {
+			k.processed = ev.ResourceVersion
+		}
+		close(k.progress)
+		k.progress = make(chan struct{})
+		k.mu.Unlock()
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"kpbench.dev/kpbench/backends"
 	"kpbench.dev/kpbench/backends/agent"
 	"kpbench.dev/kpbench/backends/all"
+	"kpbench.dev/kpbench/internal/chans"
 	"kpbench.dev/kpbench/kubestack/controlplane"
 	"kpbench.dev/kpbench/lab"
 )
@@ -220,23 +221,15 @@ func ProbePod(node string) string { return "probe-" + node }
 
 // feed turns the control plane's events into agent changes.
 func feed(ctx context.Context, ag *agent.Agent, ch <-chan apistore.Event) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-ch:
-			if !ok {
-				return
-			}
-			c := agent.Change{Deleted: ev.Type == apistore.Deleted, ResourceVersion: ev.ResourceVersion}
-			switch o := ev.Object.(type) {
-			case *corev1.Service:
-				c.Service = o
-			case *discoveryv1.EndpointSlice:
-				c.Slice = o
-			}
-			ag.Observe(c)
+	for ev := range chans.Each(ctx, ch) {
+		c := agent.Change{Deleted: ev.Type == apistore.Deleted, ResourceVersion: ev.ResourceVersion}
+		switch o := ev.Object.(type) {
+		case *corev1.Service:
+			c.Service = o
+		case *discoveryv1.EndpointSlice:
+			c.Slice = o
 		}
+		ag.Observe(c)
 	}
 }
 

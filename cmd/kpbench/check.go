@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -23,9 +22,7 @@ import (
 func newCheckCmd() *cobra.Command {
 	var backend, output string
 	var nodes, clients int
-	var kf *kubeFlags
-	var tools *toolsFlag
-	var allowSkip bool
+	var bf benchFlags
 	cmd := &cobra.Command{
 		Use:   "check FILE... [--backend B] [-o json]",
 		Short: "Check with real traffic that every path of every Service in the manifests works",
@@ -51,14 +48,14 @@ failed.`,
 		},
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, files []string) error {
-			if kf.enabled() {
-				kf.allowNotChecked = kf.allowNotChecked || allowSkip
-				return kf.check(cmd, files, output)
+			if bf.kf.enabled() {
+				bf.kf.allowNotChecked = bf.kf.allowNotChecked || bf.allowSkip
+				return bf.kf.check(cmd, files, output)
 			}
 			if err := all.Validate(backend); err != nil {
 				return badInput("--backend: %v", err)
 			}
-			if err := tools.check([]string{backend}); err != nil {
+			if err := bf.tools.check([]string{backend}); err != nil {
 				return err
 			}
 			if output != "table" && output != "json" {
@@ -81,7 +78,7 @@ failed.`,
 				Lab:       lab.Config{Name: "chk" + randomID(4), Nodes: nodes, Clients: clients},
 				Backend:   backend,
 				ProbePods: true,
-				Settings:  all.Settings{ToolRoot: tools.Dir()},
+				Settings:  all.Settings{ToolRoot: bf.tools.Dir()},
 			})
 			if err != nil {
 				return err
@@ -94,29 +91,24 @@ failed.`,
 			if err != nil {
 				return err
 			}
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(struct {
-					Backend  string          `json:"backend"`
-					Passed   bool            `json:"passed"`
-					Outcomes []check.Outcome `json:"outcomes"`
-				}{backend, !check.Failed(outs), outs}); err != nil {
-					return err
-				}
-			} else {
+			if err := printAs(cmd.OutOrStdout(), output, struct {
+				Backend  string          `json:"backend"`
+				Passed   bool            `json:"passed"`
+				Outcomes []check.Outcome `json:"outcomes"`
+			}{backend, !check.Failed(outs), outs}, func() error {
 				printOutcomes(cmd.OutOrStdout(), backend, outs, time.Since(start))
+				return nil
+			}); err != nil {
+				return err
 			}
-			return checkVerdict(outs, allowSkip)
+			return checkVerdict(outs, bf.allowSkip)
 		},
 	}
 	cmd.Flags().StringVar(&backend, "backend", "iptables", "proxy backend: "+strings.Join(all.Names(), ", "))
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	cmd.Flags().IntVar(&nodes, "nodes", 2, "nodes in the lab")
 	cmd.Flags().IntVar(&clients, "clients", 1, "external clients in the lab (at least 1)")
-	kf = addKubeconfigFlags(cmd)
-	tools = addToolsFlag(cmd)
-	cmd.Flags().BoolVar(&allowSkip, "allow-skip", false, "exit 0 when paths could not be checked here or nothing was checked (still printed)")
+	bf.add(cmd, "exit 0 when paths could not be checked here or nothing was checked (still printed)")
 	return cmd
 }
 

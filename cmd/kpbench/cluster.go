@@ -182,19 +182,13 @@ type clusterStatus struct {
 }
 
 func newClusterStatusCmd() *cobra.Command {
-	var name, output, dir, labDir string
-	cmd := &cobra.Command{
-		Use:     "status --name NAME [-o json]",
-		Short:   "Show a cluster's components, memory, start-up times and hosts",
-		Example: "  kpbench cluster status --name demo -o json | jq '.startup, .memory'",
-		Args:    exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
+	var dir, labDir string
+	cmd := newStatusCmd("cluster", "Show a cluster's components, memory, start-up times and hosts",
+		"  kpbench cluster status --name demo -o json | jq '.startup, .memory'",
+		func(name string) (clusterStatus, error) {
 			rec, err := kubestack.Registry{Dir: dir}.Read(name)
 			if err != nil {
-				return unknownIsBadInput(err)
+				return clusterStatus{}, err
 			}
 			st := clusterStatus{Record: *rec, OwnerAlive: rec.OwnerAlive(), Hosts: []lab.HostRecord{}}
 			if st.OwnerAlive {
@@ -210,14 +204,10 @@ func newClusterStatusCmd() *cobra.Command {
 					}
 				}
 			}
-			return printStatus(cmd.OutOrStdout(), output, st, func() error { return printClusterStatus(cmd.OutOrStdout(), st) })
-		},
-	}
-	cmd.Flags().StringVar(&name, "name", "", "cluster name (required)")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+			return st, nil
+		}, printClusterStatus)
 	cmd.Flags().StringVar(&dir, "dir", kubestack.DefaultDir, "directory of cluster records")
 	labRegistryFlag(cmd.Flags(), &labDir)
-	_ = cmd.MarkFlagRequired("name")
 	return cmd
 }
 
@@ -263,28 +253,19 @@ func mib(b uint64) string {
 }
 
 func newClusterDownCmd() *cobra.Command {
-	var f downFlags
 	var dir, labDir string
 	var grace time.Duration
-	cmd := &cobra.Command{
-		Use:   "down (--name NAME | --all [--force])",
-		Short: "Remove a cluster, or every cluster whose owner died",
-		Example: `  kpbench cluster down --name demo
+	reg := func() kubestack.Registry { return kubestack.Registry{Dir: dir, Labs: lab.Registry{Dir: labDir}} }
+	cmd := newDownCmd("cluster", "Remove a cluster, or every cluster whose owner died",
+		`  kpbench cluster down --name demo
   kpbench cluster down --all           # clusters whose owner process is gone
   kpbench cluster down --all --force   # every cluster, live ones included`,
-		Args:    exactArgs(0),
-		PreRunE: requireRoot,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			reg := kubestack.Registry{Dir: dir, Labs: lab.Registry{Dir: labDir}}
-			return f.run(cmd.OutOrStdout(), "cluster",
-				func(name string) error { return kubestack.DownByName(reg, name, grace) },
-				func(force bool) ([]string, []string, string, error) {
-					res, err := kubestack.DownAll(reg, force, grace)
-					return res.Removed, res.Refused, "", err
-				})
-		},
-	}
-	f.add(cmd.Flags(), "cluster", "remove every cluster whose owner is gone")
+		"remove every cluster whose owner is gone",
+		func(name string) error { return kubestack.DownByName(reg(), name, grace) },
+		func(force bool) ([]string, []string, string, error) {
+			res, err := kubestack.DownAll(reg(), force, grace)
+			return res.Removed, res.Refused, "", err
+		})
 	cmd.Flags().DurationVar(&grace, "grace", kubestack.DefaultGrace, "how long a live owner has to tear its cluster down after SIGTERM")
 	cmd.Flags().StringVar(&dir, "dir", kubestack.DefaultDir, "directory of cluster records")
 	labRegistryFlag(cmd.Flags(), &labDir)
@@ -293,20 +274,15 @@ func newClusterDownCmd() *cobra.Command {
 
 func newClusterListCmd() *cobra.Command {
 	var dir string
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List clusters",
-		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return listRecords(cmd.OutOrStdout(), kubestack.Registry{Dir: dir}.Records(), "NAME\tSTATE\tPID\tNODES\tPROXY\tSERVER\tCREATED", func(rec *kubestack.Record) string {
-				state := rec.State
-				if !rec.OwnerAlive() {
-					state = "stale"
-				}
-				return fmt.Sprintf("%s\t%s\t%d\t%d\t%s\t%s\t%s", rec.Name, state, rec.PID, rec.Nodes, rec.Proxy, rec.Server, rec.Created.Format(time.RFC3339))
-			})
-		},
-	}
+	cmd := newListCmd("List clusters", "NAME\tSTATE\tPID\tNODES\tPROXY\tSERVER\tCREATED",
+		func() lab.Records { return kubestack.Registry{Dir: dir}.Records() },
+		func(rec *kubestack.Record) string {
+			state := rec.State
+			if !rec.OwnerAlive() {
+				state = "stale"
+			}
+			return fmt.Sprintf("%s\t%s\t%d\t%d\t%s\t%s\t%s", rec.Name, state, rec.PID, rec.Nodes, rec.Proxy, rec.Server, rec.Created.Format(time.RFC3339))
+		})
 	cmd.Flags().StringVar(&dir, "dir", kubestack.DefaultDir, "directory of cluster records")
 	return cmd
 }

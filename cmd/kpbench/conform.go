@@ -16,9 +16,7 @@ import (
 func newConformCmd() *cobra.Command {
 	var backend, out, dir, cases string
 	var waitTimeout time.Duration
-	var kf *kubeFlags
-	var tools *toolsFlag
-	var allowSkip bool
+	var bf benchFlags
 	cmd := &cobra.Command{
 		Use:   "conform [--backend B[,B...]|all|ours] [--out DIR] [--cases GLOB[,GLOB...]] [--dir SUITE]",
 		Short: "Run the conformance suite (kube-proxy's e2e behaviours) on each backend",
@@ -42,18 +40,11 @@ Exit status: 0 every case × backend passed, xfailed or xpassed (or skipped, wit
 		Args:    cobra.NoArgs,
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opener, err := kf.opener(cmd)
+			opener, backends, err := bf.kf.openerAndBackends(cmd, backend)
 			if err != nil {
 				return err
 			}
-			if opener != nil {
-				backend = ""
-			}
-			backends, err := parseBackends(backend)
-			if err != nil {
-				return err
-			}
-			if err := tools.check(backends); err != nil {
+			if err := bf.tools.check(backends); err != nil {
 				return err
 			}
 			if err := conformance.Exists(dir); err != nil {
@@ -69,7 +60,7 @@ Exit status: 0 every case × backend passed, xfailed or xpassed (or skipped, wit
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return fmt.Errorf("conform: %w", err)
 			}
-			rep, runErr := conformance.Run(cmd.Context(), suite, conformance.Options{Backends: backends, Progress: cmd.ErrOrStderr(), StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Tools: tools.Root(), Opener: opener})
+			rep, runErr := conformance.Run(cmd.Context(), suite, conformance.Options{Backends: backends, Progress: cmd.ErrOrStderr(), StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Tools: bf.tools.Root(), Opener: opener})
 			if rep == nil {
 				return runErr
 			}
@@ -83,7 +74,7 @@ Exit status: 0 every case × backend passed, xfailed or xpassed (or skipped, wit
 			if runErr != nil {
 				return runErr
 			}
-			if v := rep.Verdict(allowSkip); v != "" {
+			if v := rep.Verdict(bf.allowSkip); v != "" {
 				return failedError{"conform: " + v + " (see junit.xml)"}
 			}
 			return nil
@@ -92,11 +83,9 @@ Exit status: 0 every case × backend passed, xfailed or xpassed (or skipped, wit
 	cmd.Flags().StringVar(&backend, "backend", "all", "backends to run, comma-separated, all (every backend that runs on this machine) or ours (all but upstream kube-proxy)")
 	cmd.Flags().StringVar(&out, "out", "", "results directory (default out/<time>-conformance)")
 	cmd.Flags().StringVar(&cases, "cases", "*", "run only the cases whose name matches one of these comma-separated globs")
-	cmd.Flags().BoolVar(&allowSkip, "allow-skip", false, "exit 0 when a backend cannot run here and its cases are skipped (still printed)")
 	addWaitTimeoutFlag(cmd, &waitTimeout, os.Getenv)
-	tools = addToolsFlag(cmd)
+	bf.add(cmd, "exit 0 when a backend cannot run here and its cases are skipped (still printed)")
 	cmd.Flags().StringVar(&dir, "dir", conformance.DefaultDir, "the suite's directory (relative to the working directory)")
-	kf = addKubeconfigFlags(cmd)
 	return cmd
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -73,6 +72,34 @@ func (k *kubeFlags) validate() error {
 		return badInput("--delete-timeout %s: must be positive", k.deleteTimeout)
 	}
 	return nil
+}
+
+// benchFlags are the flags check, conform and run share: a real cluster instead of a lab
+// (--kubeconfig and its kin), the tools the backends run (--tools), and --allow-skip.
+type benchFlags struct {
+	kf        *kubeFlags
+	tools     *toolsFlag
+	allowSkip bool
+}
+
+// add adds them to cmd (after its PreRunE is set: --tools wraps it); allowSkipDoc says what
+// --allow-skip lets pass.
+func (f *benchFlags) add(cmd *cobra.Command, allowSkipDoc string) {
+	f.kf = addKubeconfigFlags(cmd)
+	f.tools = addToolsFlag(cmd)
+	cmd.Flags().BoolVar(&f.allowSkip, "allow-skip", false, allowSkipDoc)
+}
+
+// openerAndBackends returns the opener (nil: the lab) and the backends --backend names
+// (parseBackends); with --kubeconfig there are none: the cluster's own proxy runs the
+// scenarios.
+func (k *kubeFlags) openerAndBackends(cmd *cobra.Command, backend string) (scenarios.Opener, []string, error) {
+	opener, err := k.opener(cmd)
+	if err != nil || opener != nil {
+		return opener, nil, err
+	}
+	backends, err := parseBackends(backend)
+	return nil, backends, err
 }
 
 // opener returns what opens the cluster of --kubeconfig for each scenario that conform
@@ -200,23 +227,20 @@ func (k *kubeFlags) check(cmd *cobra.Command, files []string, output string) (er
 		name = fmt.Sprintf("cluster %s (%d nodes, proxy mode unknown)", info.ServerVersion, info.Nodes)
 		fmt.Fprintln(cmd.ErrOrStderr(), "proxy mode:", info.ProxyModeNote)
 	}
-	if output == "json" {
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(struct {
-			Backend    string          `json:"backend"`
-			Server     string          `json:"serverVersion"`
-			Nodes      int             `json:"nodes"`
-			ProxyMode  string          `json:"proxyMode,omitempty"`
-			Kubeconfig string          `json:"kubeconfig"`
-			Namespace  string          `json:"namespace"`
-			Passed     bool            `json:"passed"`
-			Outcomes   []check.Outcome `json:"outcomes"`
-		}{name, info.ServerVersion, info.Nodes, info.ProxyMode, k.kubeconfig, c.Namespace(), !check.Failed(outs) && (k.allowNotChecked || check.NotCheckedCount(outs) == 0), outs}); err != nil {
-			return err
-		}
-	} else {
+	if err := printAs(cmd.OutOrStdout(), output, struct {
+		Backend    string          `json:"backend"`
+		Server     string          `json:"serverVersion"`
+		Nodes      int             `json:"nodes"`
+		ProxyMode  string          `json:"proxyMode,omitempty"`
+		Kubeconfig string          `json:"kubeconfig"`
+		Namespace  string          `json:"namespace"`
+		Passed     bool            `json:"passed"`
+		Outcomes   []check.Outcome `json:"outcomes"`
+	}{name, info.ServerVersion, info.Nodes, info.ProxyMode, k.kubeconfig, c.Namespace(), !check.Failed(outs) && (k.allowNotChecked || check.NotCheckedCount(outs) == 0), outs}, func() error {
 		printOutcomes(cmd.OutOrStdout(), name, outs, time.Since(start))
+		return nil
+	}); err != nil {
+		return err
 	}
 	if check.Failed(outs) {
 		return failedError{"check failed: some paths do not work (see the table)"}

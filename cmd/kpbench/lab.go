@@ -148,28 +148,17 @@ func detachLab(ctx context.Context, cmd *cobra.Command, f labUpFlags) error {
 }
 
 func newLabStatusCmd() *cobra.Command {
-	var name, output, registry string
-	cmd := &cobra.Command{
-		Use:     "status --name NAME [-o json]",
-		Short:   "Show a lab's nodes, pods and clients with their addresses",
-		Example: "  kpbench lab status --name demo -o json | jq '.pods[] | select(.ready)'",
-		Args:    exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
+	var registry string
+	cmd := newStatusCmd("lab", "Show a lab's nodes, pods and clients with their addresses",
+		"  kpbench lab status --name demo -o json | jq '.pods[] | select(.ready)'",
+		func(name string) (labStatus, error) {
 			rec, err := lab.Registry{Dir: registry}.Read(name)
 			if err != nil {
-				return unknownIsBadInput(err)
+				return labStatus{}, err
 			}
-			st := statusFromRecord(rec)
-			return printStatus(cmd.OutOrStdout(), output, st, func() error { return printLabStatus(cmd.OutOrStdout(), st) })
-		},
-	}
-	cmd.Flags().StringVar(&name, "name", "", "lab name (required)")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+			return statusFromRecord(rec), nil
+		}, printLabStatus)
 	labRegistryFlag(cmd.Flags(), &registry)
-	_ = cmd.MarkFlagRequired("name")
 	return cmd
 }
 
@@ -291,43 +280,29 @@ func execInHost(cmd *cobra.Command, nsPath string, argv []string) error {
 }
 
 func newLabDownCmd() *cobra.Command {
-	var f downFlags
 	var registry string
-	cmd := &cobra.Command{
-		Use:   "down (--name NAME | --all [--force])",
-		Short: "Remove a lab, or sweep every lab left by crashed runs",
-		Example: `  kpbench lab down --name demo
+	reg := func() lab.Registry { return lab.Registry{Dir: registry} }
+	cmd := newDownCmd("lab", "Remove a lab, or sweep every lab left by crashed runs",
+		`  kpbench lab down --name demo
   kpbench lab down --all           # labs whose owner process is gone, and orphan kpb namespaces
   kpbench lab down --all --force   # every lab, live ones included`,
-		Args:    exactArgs(0),
-		PreRunE: requireRoot,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			reg := lab.Registry{Dir: registry}
-			return f.run(cmd.OutOrStdout(), "lab",
-				func(name string) error { return lab.DownByName(reg, name, lab.DownOptions{Force: true}) },
-				func(force bool) ([]string, []string, string, error) {
-					res, err := lab.DownAll(reg, lab.DownOptions{Force: force})
-					return res.Removed, res.Refused, fmt.Sprintf(", %d orphan namespaces", len(res.Orphans)), err
-				})
-		},
-	}
-	f.add(cmd.Flags(), "lab", "remove every lab whose owner is gone, and orphan kpb namespaces")
+		"remove every lab whose owner is gone, and orphan kpb namespaces",
+		func(name string) error { return lab.DownByName(reg(), name, lab.DownOptions{Force: true}) },
+		func(force bool) ([]string, []string, string, error) {
+			res, err := lab.DownAll(reg(), lab.DownOptions{Force: force})
+			return res.Removed, res.Refused, fmt.Sprintf(", %d orphan namespaces", len(res.Orphans)), err
+		})
 	labRegistryFlag(cmd.Flags(), &registry)
 	return cmd
 }
 
 func newLabListCmd() *cobra.Command {
 	var registry string
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List registered labs",
-		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return listRecords(cmd.OutOrStdout(), lab.Registry{Dir: registry}.Records(), "NAME\tSTATE\tPID\tHOSTS\tCREATED", func(rec *lab.Record) string {
-				return fmt.Sprintf("%s\t%s\t%d\t%d\t%s", rec.Name, statusFromRecord(rec).State, rec.PID, len(rec.Hosts), rec.Created.Format(time.RFC3339))
-			})
-		},
-	}
+	cmd := newListCmd("List registered labs", "NAME\tSTATE\tPID\tHOSTS\tCREATED",
+		func() lab.Records { return lab.Registry{Dir: registry}.Records() },
+		func(rec *lab.Record) string {
+			return fmt.Sprintf("%s\t%s\t%d\t%d\t%s", rec.Name, statusFromRecord(rec).State, rec.PID, len(rec.Hosts), rec.Created.Format(time.RFC3339))
+		})
 	labRegistryFlag(cmd.Flags(), &registry)
 	return cmd
 }

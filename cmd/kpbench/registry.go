@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"kpbench.dev/kpbench/lab"
@@ -46,14 +47,40 @@ func checkOutput(output string) error {
 	return nil
 }
 
-// printStatus writes v as indented JSON with -o json, else calls table.
-func printStatus(out io.Writer, output string, v any, table func() error) error {
+// printAs writes v as indented JSON with -o json, else calls table.
+func printAs(out io.Writer, output string, v any, table func() error) error {
 	if output != "json" {
 		return table()
 	}
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// newStatusCmd is `<kind> status --name NAME [-o json]`: status reads the named record
+// into its JSON form, which table prints as a table. The caller adds its directory flags.
+func newStatusCmd[S any](kind, short, example string, status func(name string) (S, error), table func(io.Writer, S) error) *cobra.Command {
+	var name, output string
+	cmd := &cobra.Command{
+		Use:     "status --name NAME [-o json]",
+		Short:   short,
+		Example: example,
+		Args:    exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			st, err := status(name)
+			if err != nil {
+				return unknownIsBadInput(err)
+			}
+			return printAs(cmd.OutOrStdout(), output, st, func() error { return table(cmd.OutOrStdout(), st) })
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", kind+" name (required)")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
 }
 
 // unknownIsBadInput makes a name with no record a usage error (exit 2).
@@ -79,6 +106,38 @@ func listRecords[R any](out io.Writer, recs lab.Records, header string, row func
 		}
 	}
 	return tw.Flush()
+}
+
+// newListCmd is `<kind> list`: a table with header and the row of every record of
+// records() (read when the command runs, after its flags).
+func newListCmd[R any](short, header string, records func() lab.Records, row func(rec *R) string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: short,
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return listRecords(cmd.OutOrStdout(), records(), header, row)
+		},
+	}
+}
+
+// newDownCmd is `<kind> down (--name NAME | --all [--force])`, run by downFlags.run with
+// byName and downAll; allDoc says what --all removes. The caller adds its directory flags.
+func newDownCmd(kind, short, example, allDoc string, byName func(string) error,
+	downAll func(force bool) (removed, refused []string, more string, err error)) *cobra.Command {
+	var f downFlags
+	cmd := &cobra.Command{
+		Use:     "down (--name NAME | --all [--force])",
+		Short:   short,
+		Example: example,
+		Args:    exactArgs(0),
+		PreRunE: requireRoot,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.run(cmd.OutOrStdout(), kind, byName, downAll)
+		},
+	}
+	f.add(cmd.Flags(), kind, allDoc)
+	return cmd
 }
 
 // downFlags are the flags of `lab down` and `cluster down`.

@@ -46,9 +46,7 @@ func newRunCmd() *cobra.Command {
 	var backend, out string
 	var waitTimeout time.Duration
 	var rounds int
-	var kf *kubeFlags
-	var tools *toolsFlag
-	var allowSkip bool
+	var bf benchFlags
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO [--backend B[,B...]|all|ours] [--out DIR]",
 		Short: "Run a scenario on one or more backends and write its results and report",
@@ -69,14 +67,7 @@ input, 3 the bench failed.`,
 		Args:    exactArgs(1),
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opener, err := kf.opener(cmd)
-			if err != nil {
-				return err
-			}
-			if opener != nil {
-				backend = ""
-			}
-			backends, err := parseBackends(backend)
+			opener, backends, err := bf.kf.openerAndBackends(cmd, backend)
 			if err != nil {
 				return err
 			}
@@ -92,7 +83,7 @@ input, 3 the bench failed.`,
 					return usageError{err}
 				}
 			}
-			if err := tools.check(backends); err != nil {
+			if err := bf.tools.check(backends); err != nil {
 				return err
 			}
 			for _, w := range sc.Warnings {
@@ -110,7 +101,7 @@ input, 3 the bench failed.`,
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}
-			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Facts: scenarios.RegistryFacts{}, Progress: scenarios.NewProgress(cmd.ErrOrStderr()), MetricsDir: out, StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Tools: tools.Root(), Rounds: rounds, Opener: opener})
+			res, runErr := scenarios.Run(cmd.Context(), sc, scenarios.RunOptions{Backends: backends, Facts: scenarios.RegistryFacts{}, Progress: scenarios.NewProgress(cmd.ErrOrStderr()), MetricsDir: out, StateDir: filepath.Join(out, "state"), WaitTimeout: waitTimeout, Tools: bf.tools.Root(), Rounds: rounds, Opener: opener})
 			if res != nil {
 				files, err := reports.WriteAll(out, res)
 				if err != nil {
@@ -122,16 +113,14 @@ input, 3 the bench failed.`,
 			if runErr != nil {
 				return runErr
 			}
-			return runVerdict(res, allowSkip)
+			return runVerdict(res, bf.allowSkip)
 		},
 	}
 	cmd.Flags().StringVar(&backend, "backend", "", "backends to run, comma-separated, all (every backend that runs here) or ours (all but upstream kube-proxy) (default: the scenario's proxy mode)")
 	cmd.Flags().StringVar(&out, "out", "", "results directory (default out/<time>-<scenario>)")
-	cmd.Flags().BoolVar(&allowSkip, "allow-skip", false, "exit 0 when cases were skipped (still reported)")
 	cmd.Flags().IntVar(&rounds, "rounds", 0, "run the backends this many times, interleaved (A B, B A, ...), each pass labelled round=N for kpbench gate (0: 3 for two variants of one proxy mode, else 1)")
 	addWaitTimeoutFlag(cmd, &waitTimeout, os.Getenv)
-	kf = addKubeconfigFlags(cmd)
-	tools = addToolsFlag(cmd)
+	bf.add(cmd, "exit 0 when cases were skipped (still reported)")
 	return cmd
 }
 

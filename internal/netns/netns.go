@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -256,6 +257,40 @@ func (w *Worker) Run(ctx context.Context, fn func() error) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// Dial connects with d from inside the worker's namespace, after Guard: the socket belongs
+// to that namespace, whichever thread reads or writes it later (HTTP clients that reach a
+// lab address use it as their DialContext). It waits for the job whatever ctx does (the
+// dial itself honours ctx), so that no connection is made after the caller gave up.
+//
+// Equivalent to: `ip netns exec $ns socat - TCP:$address`.
+func (w *Worker) Dial(ctx context.Context, d *net.Dialer, network, address string) (net.Conn, error) {
+	var c net.Conn
+	err := w.Run(context.Background(), dialJob(ctx, d, network, address, &c))
+	return c, err
+}
+
+// Dial connects with d from a thread inside the namespace at nsPath, after Guard: the
+// socket stays in that namespace. For one dial; a client that dials often keeps a Worker.
+//
+// Equivalent to: `ip netns exec $ns socat - TCP:$address`.
+func Dial(ctx context.Context, nsPath string, d *net.Dialer, network, address string) (net.Conn, error) {
+	var c net.Conn
+	err := Do(nsPath, dialJob(ctx, d, network, address, &c))
+	return c, err
+}
+
+// dialJob is the job of Dial and Worker.Dial, run on a thread in the namespace: it sets *c.
+func dialJob(ctx context.Context, d *net.Dialer, network, address string, c *net.Conn) func() error {
+	return func() error {
+		if err := Guard(); err != nil {
+			return err
+		}
+		var err error
+		*c, err = d.DialContext(ctx, network, address)
+		return err
 	}
 }
 

@@ -3,13 +3,16 @@
 package netns_test
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -81,4 +84,26 @@ func TestStoppedWorkersLeaveNoThreadInside(t *testing.T) {
 		w.Stop()
 	}
 	assert.Empty(t, inside(), "threads left in the namespace after Stop")
+}
+
+// TestWorkerDial: a worker's Dial, and Dial, reach a listener that exists only inside its namespace.
+func TestWorkerDial(t *testing.T) {
+	_, path := testutil.NewNetNS(t)
+	require.NoError(t, netns.LoopbackUp(path))
+	var ln net.Listener
+	require.NoError(t, netns.Do(path, func() error {
+		var err error
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+		return err
+	}))
+	defer ln.Close()
+	w, err := netns.StartWorker(path)
+	require.NoError(t, err)
+	defer w.Stop()
+	c, err := w.Dial(context.Background(), &net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String())
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	c, err = netns.Dial(context.Background(), path, &net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String())
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
 }

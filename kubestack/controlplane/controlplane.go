@@ -35,6 +35,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -381,16 +382,7 @@ func waitLinkUp(ctx context.Context, nsPath, name string) error {
 // dial opens a connection from inside the control-plane namespace, for the publisher's and
 // the readiness checks' HTTP clients.
 func (cp *ControlPlane) dial(ctx context.Context, network, address string) (net.Conn, error) {
-	var c net.Conn
-	err := cp.worker.Run(ctx, func() error {
-		if err := netns.Guard(); err != nil {
-			return err
-		}
-		var err error
-		c, err = (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, network, address)
-		return err
-	})
-	return c, err
+	return cp.worker.Dial(ctx, &net.Dialer{Timeout: 10 * time.Second}, network, address)
 }
 
 // Server returns the API server's URL, https://<fabric IP>:6443.
@@ -412,6 +404,15 @@ func (cp *ControlPlane) RESTConfig() (*rest.Config, error) {
 		},
 		Dial: cp.dial, QPS: 50, Burst: 100,
 	}, nil
+}
+
+// Client returns a clientset of the API server with RESTConfig's admin identity.
+func (cp *ControlPlane) Client() (*kubernetes.Clientset, error) {
+	cfg, err := cp.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
 }
 
 func (cp *ControlPlane) httpClient() (*http.Client, error) {
@@ -494,7 +495,7 @@ func (cp *ControlPlane) PIDs() map[string]int {
 	out := map[string]int{}
 	for _, c := range []*component{cp.etcd, cp.api, cp.kcm, cp.sched} {
 		if c != nil {
-			out[c.name] = c.cmd.Process.Pid
+			out[c.name] = c.Pid()
 		}
 	}
 	return out
@@ -513,8 +514,11 @@ func (cp *ControlPlane) Stop(ctx context.Context) error {
 	cp.mu.Unlock()
 	var errs []error
 	for _, c := range []*component{cp.sched, cp.kcm, cp.api, cp.etcd} {
-		if c != nil {
-			errs = append(errs, c.stop(ctx, cp.opts.StopGrace))
+		if c == nil {
+			continue
+		}
+		if err := c.Stop(ctx, cp.opts.StopGrace); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", c.name, err))
 		}
 	}
 	if cp.worker != nil {

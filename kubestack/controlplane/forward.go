@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"kpbench.dev/kpbench/internal/conns"
 	"kpbench.dev/kpbench/internal/netns"
 )
 
@@ -27,9 +28,9 @@ type Forward struct {
 	upstream string
 	wg       sync.WaitGroup
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
+	conns conns.Set
+
+	closeOnce sync.Once
 }
 
 // ForwardLoopback listens on 127.0.0.1:port (0: a free port the kernel picks) in the
@@ -40,7 +41,7 @@ func (cp *ControlPlane) ForwardLoopback(port int) (*Forward, error) {
 	if port < 0 || port > 65535 {
 		return nil, fmt.Errorf("forward to the API server: port %d is not in 0-65535", port)
 	}
-	f := &Forward{cp: cp, upstream: netip.AddrPortFrom(cp.IP, Port).String(), conns: map[net.Conn]struct{}{}}
+	f := &Forward{cp: cp, upstream: netip.AddrPortFrom(cp.IP, Port).String()}
 	// The listener must be made in the host's namespace and nowhere else: on a thread of
 	// its own that checks where it is (an unlocked thread never stays in a lab namespace,
 	// see internal/netns; this makes sure).
@@ -59,8 +60,7 @@ func (cp *ControlPlane) ForwardLoopback(port int) (*Forward, error) {
 	if err := <-errc; err != nil {
 		return nil, fmt.Errorf("forward to the API server: listen on 127.0.0.1:%d: %w", port, err)
 	}
-	f.wg.Add(1)
-	go f.acceptLoop()
+	f.conns.Serve(f.ln, &f.wg, f.relay)
 	return f, nil
 }
 
@@ -70,62 +70,18 @@ func (f *Forward) Addr() netip.AddrPort { return f.ln.Addr().(*net.TCPAddr).Addr
 // Server returns the URL clients use: https://127.0.0.1:PORT.
 func (f *Forward) Server() string { return "https://" + f.Addr().String() }
 
-func (f *Forward) acceptLoop() {
-	defer f.wg.Done()
-	backoff := 5 * time.Millisecond
-	for {
-		c, err := f.ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			time.Sleep(backoff) // out of file descriptors: wait a little, as net/http does
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 5 * time.Millisecond
-		if !f.track(c) {
-			_ = c.Close()
-			return
-		}
-		f.wg.Add(1)
-		go f.relay(c)
-	}
-}
-
-// track registers a connection, for Close to close, unless the forward is closed.
-func (f *Forward) track(c net.Conn) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return false
-	}
-	f.conns[c] = struct{}{}
-	return true
-}
-
-func (f *Forward) untrack(c net.Conn) {
-	f.mu.Lock()
-	delete(f.conns, c)
-	f.mu.Unlock()
-	_ = c.Close()
-}
-
 // relay copies between a client and a new upstream connection to the API server.
 func (f *Forward) relay(client net.Conn) {
-	defer f.wg.Done()
-	defer f.untrack(client)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	up, err := f.cp.dial(ctx, "tcp", f.upstream)
 	cancel()
 	if err != nil {
 		return // the client sees the connection close: the API server is unreachable
 	}
-	if !f.track(up) {
-		_ = up.Close()
+	if !f.conns.Add(up) {
 		return
 	}
-	defer f.untrack(up)
+	defer f.conns.Remove(up)
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
 		_, _ = io.Copy(dst, src)
@@ -143,22 +99,11 @@ func (f *Forward) relay(client net.Conn) {
 // Close stops listening, closes every relayed connection and waits for the relays.
 // It is idempotent.
 func (f *Forward) Close() error {
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
-		f.wg.Wait()
-		return nil
-	}
-	f.closed = true
-	conns := make([]net.Conn, 0, len(f.conns))
-	for c := range f.conns {
-		conns = append(conns, c)
-	}
-	f.mu.Unlock()
-	err := f.ln.Close()
-	for _, c := range conns {
-		_ = c.Close()
-	}
+	var err error
+	f.closeOnce.Do(func() {
+		err = f.ln.Close()
+		f.conns.Close(false)
+	})
 	f.wg.Wait()
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("close the forward on %s: %w", f.ln.Addr(), err)

@@ -12,7 +12,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"kpbench.dev/kpbench/lab"
 )
@@ -57,11 +56,7 @@ func (cp *ControlPlane) KubeletServing(node string) (tls.Certificate, *x509.Cert
 // Equivalent to: `kubectl create clusterrolebinding kubeadm:kube-apiserver-kubelet-client
 // --clusterrole=system:kubelet-api-admin --user=kube-apiserver-kubelet-client`.
 func (cp *ControlPlane) bindKubeletClient(ctx context.Context) error {
-	cfg, err := cp.RESTConfig()
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := cp.Client()
 	if err != nil {
 		return err
 	}

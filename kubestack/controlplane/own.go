@@ -8,7 +8,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 )
 
 // OwnServices returns the objects the API server makes by itself that a proxy programs:
@@ -16,11 +15,7 @@ import (
 // minus server-set metadata, ready to be applied to a lab's store (which holds neither),
 // so that a backend reading the store sees what kube-proxy reading the API server sees.
 func (cp *ControlPlane) OwnServices(ctx context.Context) ([]runtime.Object, error) {
-	cfg, err := cp.RESTConfig()
-	if err != nil {
-		return nil, err
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := cp.Client()
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"kpbench.dev/kpbench/internal/netns"
+	"kpbench.dev/kpbench/internal/proc"
 )
 
 // logTailLines is how many lines of a component's log an error shows.
@@ -24,9 +24,7 @@ const logTailLines = 20
 // component is one long-running process of the control plane.
 type component struct {
 	name, log string
-	cmd       *exec.Cmd
-	done      chan struct{} // closed when the process has exited
-	waitErr   error         // set before done is closed
+	*proc.Process
 }
 
 // startComponent starts bin on the worker's thread, so that it runs in the worker's
@@ -49,13 +47,7 @@ func startComponent(ctx context.Context, w *netns.Worker, name, bin string, args
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	c := &component{name: name, log: logPath, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		c.waitErr = cmd.Wait()
-		f.Close()
-		close(c.done)
-	}()
-	return c, nil
+	return &component{name: name, log: logPath, Process: proc.Watch(cmd, func() { f.Close() })}, nil
 }
 
 // waitReady polls check until it succeeds, the process exits, or timeout passes; errors
@@ -74,8 +66,9 @@ func (c *component) waitReady(ctx context.Context, timeout time.Duration, check 
 			return nil
 		}
 		select {
-		case <-c.done:
-			return fmt.Errorf("%s exited during start-up (%v); last lines of %s:\n%s", c.name, c.waitErr, c.log, tail(c.log, logTailLines))
+		case <-c.Done():
+			_, err := c.Exited()
+			return fmt.Errorf("%s exited during start-up (%v); last lines of %s:\n%s", c.name, err, c.log, tail(c.log, logTailLines))
 		case <-ctx.Done():
 			return fmt.Errorf("%s not ready after %v (%v, last check: %v); last lines of %s:\n%s", c.name, timeout, ctx.Err(), last, c.log, tail(c.log, logTailLines))
 		case <-tick.C:
@@ -83,37 +76,12 @@ func (c *component) waitReady(ctx context.Context, timeout time.Duration, check 
 	}
 }
 
-// stop sends SIGTERM, then SIGKILL after grace (or when ctx ends), and waits for the exit.
-func (c *component) stop(ctx context.Context, grace time.Duration) error {
-	select {
-	case <-c.done:
-		return nil
-	default:
-	}
-	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("stop %s: %w", c.name, err)
-	}
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-c.done:
-		return nil
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	_ = c.cmd.Process.Kill()
-	<-c.done
-	return nil
-}
-
 // rss reads the process's VmRSS.
 func (c *component) rss() (uint64, error) {
-	select {
-	case <-c.done:
+	if done, _ := c.Exited(); done {
 		return 0, fmt.Errorf("%s has exited", c.name)
-	default:
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.Pid()))
 	if err != nil {
 		return 0, fmt.Errorf("%s rss: %w", c.name, err)
 	}
@@ -127,7 +95,7 @@ func (c *component) rss() (uint64, error) {
 			return kb * 1024, nil
 		}
 	}
-	return 0, fmt.Errorf("%s: no VmRSS in /proc/%d/status", c.name, c.cmd.Process.Pid)
+	return 0, fmt.Errorf("%s: no VmRSS in /proc/%d/status", c.name, c.Pid())
 }
 
 // tail returns the last n lines of a file ("(no log)" when unreadable).

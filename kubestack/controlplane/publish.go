@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"kpbench.dev/kpbench/apistore"
+	"kpbench.dev/kpbench/internal/chans"
 	"kpbench.dev/kpbench/lab"
 )
 
@@ -137,17 +138,8 @@ type objectKey struct {
 // the round's highest resource version is then published.
 func (p *Publisher) run(ctx context.Context, events <-chan apistore.Event) {
 	defer close(p.done)
-	for {
-		var batch []apistore.Event
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
-			batch = append(batch, ev)
-		}
+	for ev := range chans.Each(ctx, events) {
+		batch := []apistore.Event{ev}
 	drain:
 		for len(batch) < publishBatch {
 			select {

@@ -32,6 +32,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"kpbench.dev/kpbench/internal/conns"
 	"kpbench.dev/kpbench/internal/netns"
 )
 
@@ -72,11 +73,10 @@ type Server struct {
 
 	wg sync.WaitGroup
 
-	mu        sync.Mutex
-	closed    bool
+	closeOnce sync.Once
 	listeners []net.Listener
 	packets   []net.PacketConn
-	conns     map[net.Conn]struct{}
+	conns     conns.Set
 }
 
 // Serve opens the given ports inside the network namespace at nsPath (a pod) and serves them
@@ -98,7 +98,6 @@ func Serve(nsPath string, id Identity, ports []Port) (*Server, error) {
 		id:     id,
 		ports:  append([]Port(nil), ports...),
 		idle:   DefaultIdleTimeout,
-		conns:  make(map[net.Conn]struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	err = netns.Do(nsPath, func() error {
@@ -130,8 +129,7 @@ func Serve(nsPath string, id Identity, ports []Port) (*Server, error) {
 		return nil, fmt.Errorf("echo serve %s in %s: %w", id.Pod, nsPath, err)
 	}
 	for i, l := range s.listeners {
-		s.wg.Add(1)
-		go s.acceptLoop(l, tcpPorts(ports)[i])
+		s.conns.Serve(l, &s.wg, s.tcpHandler(tcpPorts(ports)[i]))
 	}
 	for i, c := range s.packets {
 		s.wg.Add(1)
@@ -210,17 +208,7 @@ func (s *Server) netexec(client netip.AddrPort, port int32) *netexec {
 // dialInPod connects from a thread inside the pod's namespace (netexec's /dial); the socket
 // stays there.
 func (s *Server) dialInPod(ctx context.Context, network, address string) (net.Conn, error) {
-	var c net.Conn
-	err := netns.Do(s.nsPath, func() error {
-		if err := netns.Guard(); err != nil {
-			return err
-		}
-		var d net.Dialer
-		var err error
-		c, err = d.DialContext(ctx, network, address)
-		return err
-	})
-	return c, err
+	return netns.Dial(ctx, s.nsPath, &net.Dialer{}, network, address)
 }
 
 // answerLine renders the answer for one client, with its newline.
@@ -234,55 +222,12 @@ func unmap(ap netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }
 
-// acceptLoop accepts TCP connections until the listener is closed.
-func (s *Server) acceptLoop(l net.Listener, port int32) {
-	defer s.wg.Done()
-	backoff := 5 * time.Millisecond
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Out of file descriptors or memory: wait a little, as net/http does.
-			t := time.NewTimer(backoff)
-			<-t.C
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 5 * time.Millisecond
-		if !s.track(c) {
-			_ = c.Close()
-			return
-		}
-		go func() {
-			defer s.wg.Done()
-			defer s.untrack(c)
-			client := unmap(c.RemoteAddr().(*net.TCPAddr).AddrPort())
-			serveTCP(s.ctx, c, s.answerLine(client, port, TCP), s.idle, s.netexec(client, port).serve)
-		}()
+// tcpHandler serves one accepted connection of a TCP port.
+func (s *Server) tcpHandler(port int32) func(net.Conn) {
+	return func(c net.Conn) {
+		client := unmap(c.RemoteAddr().(*net.TCPAddr).AddrPort())
+		serveTCP(s.ctx, c, s.answerLine(client, port, TCP), s.idle, s.netexec(client, port).serve)
 	}
-}
-
-// track registers an accepted connection (and one more goroutine in wg) unless the server
-// is closed.
-func (s *Server) track(c net.Conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	return true
-}
-
-// untrack closes and forgets an accepted connection.
-func (s *Server) untrack(c net.Conn) {
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-	_ = c.Close()
 }
 
 // packetLoop answers UDP datagrams until the socket is closed.
@@ -314,28 +259,12 @@ func (s *Server) packetLoop(c net.PacketConn, port int32) {
 // waits for all goroutines of the server. Afterwards the server holds no socket in the namespace,
 // so the namespace can be freed and the ports bound again. Close is idempotent.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		s.wg.Wait()
-		return nil
-	}
-	s.closed = true
-	s.cancel()
-	conns := make([]net.Conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-	err := s.closeSockets()
-	for _, c := range conns {
-		// Reset, as when a pod dies: a FIN would leave an orphan socket in FIN_WAIT that
-		// still holds the namespace until the peer acknowledges it.
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0)
-		}
-		_ = c.Close()
-	}
+	var err error
+	s.closeOnce.Do(func() {
+		s.cancel()
+		err = s.closeSockets()
+		s.conns.Close(true) // reset: the namespace must be free once Close returns
+	})
 	s.wg.Wait()
 	if err != nil {
 		return fmt.Errorf("echo close %s in %s: %w", s.id.Pod, s.nsPath, err)

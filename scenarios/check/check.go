@@ -9,6 +9,7 @@
 package check
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,15 +87,9 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.PerEndpoint == 0 {
-		o.PerEndpoint = 20
-	}
-	if o.MinRequests == 0 {
-		o.MinRequests = 30
-	}
-	if o.Timeout == 0 {
-		o.Timeout = 2 * time.Second
-	}
+	o.PerEndpoint = cmp.Or(o.PerEndpoint, 20)
+	o.MinRequests = cmp.Or(o.MinRequests, 30)
+	o.Timeout = cmp.Or(o.Timeout, 2*time.Second)
 }
 
 // Cluster is what Run checks: its Services and EndpointSlices, its nodes and pods, and

@@ -4,6 +4,7 @@
 package synth
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -41,21 +42,11 @@ type Template struct {
 }
 
 func (t *Template) defaults() {
-	if t.Port == 0 {
-		t.Port = 80
-	}
-	if t.TargetPort == 0 {
-		t.TargetPort = 8080
-	}
-	if t.Protocol == "" {
-		t.Protocol = corev1.ProtocolTCP
-	}
-	if t.Type == "" {
-		t.Type = corev1.ServiceTypeClusterIP
-	}
-	if t.EndpointsPerService == 0 {
-		t.EndpointsPerService = 2
-	}
+	t.Port = cmp.Or(t.Port, 80)
+	t.TargetPort = cmp.Or(t.TargetPort, 8080)
+	t.Protocol = cmp.Or(t.Protocol, corev1.ProtocolTCP)
+	t.Type = cmp.Or(t.Type, corev1.ServiceTypeClusterIP)
+	t.EndpointsPerService = cmp.Or(t.EndpointsPerService, 2)
 }
 
 // Name returns the name of synthetic service i: svc-000042. Zero padding keeps name order
