@@ -30,8 +30,9 @@ func TestCompareCommand(t *testing.T) {
 	five := []float64{0.300, 0.303, 0.297, 0.300, 0.302}
 	old := writeSyncs(t, filepath.Join(base, "old"), five, 4000)
 	same := writeSyncs(t, filepath.Join(base, "same"), []float64{0.301, 0.300, 0.299, 0.302, 0.300}, 4000)
-	// Within ±3%, five samples a side cannot see 10%: no verdict of "no change".
-	noisy := writeSyncs(t, filepath.Join(base, "noisy"), []float64{0.31, 0.30, 0.30, 0.29, 0.31}, 4000)
+	// Spread over ±30%, five samples a side cannot see 10%: no verdict of "no change".
+	noisy := writeSyncs(t, filepath.Join(base, "noisy"), []float64{0.22, 0.38, 0.30, 0.26, 0.34}, 4000)
+	noisyToo := writeSyncs(t, filepath.Join(base, "noisy2"), []float64{0.35, 0.24, 0.29, 0.39, 0.23}, 4000)
 	slow := writeSyncs(t, filepath.Join(base, "slow"), []float64{0.90, 0.93, 0.87, 0.90, 0.96}, 4000)
 	moreRules := writeSyncs(t, filepath.Join(base, "rules"), five, 4001)
 	one := writeSyncs(t, filepath.Join(base, "one"), []float64{0.3}, 4000)
@@ -44,7 +45,7 @@ func TestCompareCommand(t *testing.T) {
 		stdout, stderr string
 	}{
 		{"same vs same passes", []string{"compare", old, same}, exitOK, "PASS: 2 ~", ""},
-		{"same vs same, too noisy to see 10%, cannot be judged", []string{"compare", old, noisy}, exitFailed, "SEES", "could see a change of"},
+		{"same vs same, too noisy to see 10%, cannot be judged", []string{"compare", noisy, noisyToo}, exitFailed, "SEES", "could see a change of"},
 		{"3x full sync fails", []string{"compare", old, slow}, exitFailed, "p99/max", "1 metric(s) regressed beyond 10%"},
 		{"changed rule count fails", []string{"compare", old, moreRules}, exitFailed, "REGRESSION", "exact figure changed from 4000 to 4001"},
 		{"one sample a side cannot be judged", []string{"compare", one, oneSlow}, exitFailed, "CANNOT JUDGE", "pass --allow-unjudged to accept"},
