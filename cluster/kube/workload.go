@@ -198,6 +198,14 @@ func replaceContainers(spec *corev1.PodSpec, image, what string, idlePort int32)
 					udpPort = udp[i]
 				}
 				nc.Args = []string{"netexec", "--http-port=" + strconv.Itoa(int(httpPort)), "--udp-port=" + strconv.Itoa(int(udpPort))}
+				if nc.ReadinessProbe == nil {
+					// Ready once netexec listens, not when its process starts: a probe
+					// sent at once would otherwise meet a refusal from a Ready endpoint.
+					nc.ReadinessProbe = &corev1.Probe{
+						ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(httpPort)}},
+						PeriodSeconds: 1,
+					}
+				}
 			}
 			containers = append(containers, nc)
 		}
