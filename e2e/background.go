@@ -69,7 +69,7 @@ func createBackgroundService(ctx context.Context, client kubernetes.Interface, i
 		}}},
 	}
 	if _, err := client.CoreV1().Services(BackgroundNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("Service %s: %w", name, err)
+		return fmt.Errorf("background service %s: %w", name, err)
 	}
 	ready := true
 	port, proto, portName := int32(8080), corev1.ProtocolTCP, "http"
