@@ -20,7 +20,7 @@ import (
 // stack): install it with `KPBENCH_EXTRA_PACKAGES=vagrant make deps`. The test skips without
 // it, and fails instead when KPBENCH_REQUIRE_VAGRANT=1.
 func TestVagrantfileValidates(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	root, err := filepath.Abs("..")
 	require.NoError(t, err)
 	vf, err := os.ReadFile(filepath.Join(root, "Vagrantfile"))
 	require.NoError(t, err)
