@@ -45,12 +45,21 @@ build:
 ## IPVS tests inside the microVM (this kernel has no IPVS), then conformance on every
 ## backend that runs here (make test-conformance). Builds the upstream reference
 ## binaries first (make upstream; its build times: docs/upstream.md) so that the tests
-## against kube-proxy itself run too.
+## against kube-proxy itself run too, and upstream's 15 [sig-network] Services Conformance
+## tests against `cluster up` on nftables (make test-e2e).
 test: test-deps build lint upstream tools-matrix
 	$(GO) test $(TEST_FLAGS) ./...
 	$(MAKE) fuzz FUZZTIME=10s
 	$(MAKE) test-vm
 	$(MAKE) test-conformance
+	$(MAKE) test-e2e
+
+.PHONY: test-e2e
+## test-e2e: upstream's [sig-network] Services [Conformance] tests (e2e.test v1.37.2, built by
+## make e2e-build) against a 3-node `kpbench cluster up` on kube-proxy nftables; fails on any
+## failed or skipped one (docs/e2e.md)
+test-e2e: build e2e-build
+	./$(BIN) e2e --proxy nftables --focus '\[sig-network\] Services.*\[Conformance\]' --require-all --quiet --out $(E2E_OUT)
 
 ## test-conformance: the conformance suite where go test does not run it (its
 ## TestSuitePasses covers iptables and nftables, all cases): iptables-legacy and userspace,
