@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -125,6 +126,13 @@ func (o *Options) Validate() error {
 	if o.Out == "" {
 		return bad("--out: required")
 	}
+	// e2e.test runs from the lab's client host in a working directory of its own: a
+	// relative directory would put its junit beside another one's twin.
+	abs, err := filepath.Abs(o.Out)
+	if err != nil {
+		return bad("--out %s: %v", o.Out, err)
+	}
+	o.Out = abs
 	if st, err := os.Stat(o.Out); err == nil && !st.IsDir() {
 		return bad("--out %s: not a directory", o.Out)
 	}

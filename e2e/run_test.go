@@ -3,9 +3,14 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"kpbench.dev/kpbench/backends/kubeproxy"
 )
 
 // TestCommand: the flags e2e.test runs with, alone or under the ginkgo CLI (upstream's
@@ -48,4 +53,16 @@ func TestCommand(t *testing.T) {
 			assert.Equal(t, tt.wantArgs, args)
 		})
 	}
+}
+
+// TestValidateMakesOutAbsolute: e2e.test runs in another working directory, so a relative
+// --out must reach it as the absolute path the user meant.
+func TestValidateMakesOutAbsolute(t *testing.T) {
+	t.Chdir(t.TempDir())
+	o := Options{Modes: []kubeproxy.Mode{kubeproxy.ModeNFTables}, Out: "out/e2e"}
+	o.Default()
+	require.NoError(t, o.Validate())
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(wd, "out/e2e"), o.Out)
 }

@@ -33,8 +33,6 @@ import (
 	"kpbench.dev/kpbench/lab"
 )
 
-const agnhost = "registry.k8s.io/e2e-test-images/agnhost:2.53"
-
 // upCluster builds a 2-node cluster with kube-proxy in mode, its record in a temporary
 // directory, and takes it down in t.Cleanup unless the test did.
 func upCluster(t *testing.T, mode kubeproxy.Mode) (*kubestack.Stack, kubernetes.Interface) {
@@ -76,7 +74,7 @@ func webDeployment(replicas int32) *appsv1.Deployment {
 				Spec: corev1.PodSpec{
 					TerminationGracePeriodSeconds: &grace,
 					Containers: []corev1.Container{{
-						Name: "agnhost", Image: agnhost, Args: []string{"netexec", "--http-port=8080", "--delay-shutdown=3"},
+						Name: "agnhost", Image: upstream.AgnhostImage, Args: []string{"netexec", "--http-port=8080", "--delay-shutdown=3"},
 						Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(8080)}},
@@ -290,19 +288,19 @@ func TestLabKubeletIsHonest(t *testing.T) {
 	port := []corev1.ContainerPort{{ContainerPort: 8080}}
 	pods := []*corev1.Pod{
 		{ObjectMeta: metav1.ObjectMeta{Name: "ready"}, Spec: corev1.PodSpec{Containers: []corev1.Container{
-			{Name: "c", Image: agnhost, Ports: port, ReadinessProbe: httpProbe("/readyz", 8080)}}}},
+			{Name: "c", Image: upstream.AgnhostImage, Ports: port, ReadinessProbe: httpProbe("/readyz", 8080)}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "unready"}, Spec: corev1.PodSpec{Containers: []corev1.Container{
-			{Name: "c", Image: agnhost, Ports: port, ReadinessProbe: httpProbe("/echo?code=503", 8080)}}}},
+			{Name: "c", Image: upstream.AgnhostImage, Ports: port, ReadinessProbe: httpProbe("/echo?code=503", 8080)}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "exec"}, Spec: corev1.PodSpec{Containers: []corev1.Container{
-			{Name: "c", Image: agnhost, Ports: port, ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"false"}}}, PeriodSeconds: 1}}}}},
+			{Name: "c", Image: upstream.AgnhostImage, Ports: port, ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"false"}}}, PeriodSeconds: 1}}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "dead"}, Spec: corev1.PodSpec{Containers: []corev1.Container{
-			{Name: "c", Image: agnhost, Ports: port, LivenessProbe: &corev1.Probe{
+			{Name: "c", Image: upstream.AgnhostImage, Ports: port, LivenessProbe: &corev1.Probe{
 				ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(9999)}},
 				PeriodSeconds: 1, FailureThreshold: 1}}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "clash"}, Spec: corev1.PodSpec{Containers: []corev1.Container{
-			{Name: "a", Image: agnhost, Ports: port}, {Name: "b", Image: agnhost, Ports: port}}}},
+			{Name: "a", Image: upstream.AgnhostImage, Ports: port}, {Name: "b", Image: upstream.AgnhostImage, Ports: port}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "hostnet"}, Spec: corev1.PodSpec{HostNetwork: true, NodeName: "node-1", Containers: []corev1.Container{
-			{Name: "c", Image: agnhost, Args: []string{"netexec", "--http-port=8085", "--udp-port=-1"},
+			{Name: "c", Image: upstream.AgnhostImage, Args: []string{"netexec", "--http-port=8085", "--udp-port=-1"},
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8085)}}, PeriodSeconds: 1}}}}},
 	}
 	for _, p := range pods {

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"kpbench.dev/kpbench/cluster"
+	"kpbench.dev/kpbench/internal/upstream"
 	"kpbench.dev/kpbench/lab"
 )
 
@@ -206,7 +207,7 @@ func (c *Cluster) image() string {
 	if c.opts.Image != "" {
 		return c.opts.Image
 	}
-	return AgnhostImage
+	return upstream.AgnhostImage
 }
 
 func (c *Cluster) logf(format string, args ...any) {

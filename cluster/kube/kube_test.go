@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"kpbench.dev/kpbench/cluster"
+	"kpbench.dev/kpbench/internal/upstream"
 	"kpbench.dev/kpbench/lab"
 	"kpbench.dev/kpbench/lab/probe"
 )
@@ -71,7 +72,7 @@ func TestWorkload(t *testing.T) {
 			}
 			require.Len(t, got.Spec.Containers, len(tt.wantArgs))
 			for i, c := range got.Spec.Containers {
-				assert.Equal(t, AgnhostImage, c.Image)
+				assert.Equal(t, upstream.AgnhostImage, c.Image)
 				assert.Nil(t, c.Command)
 				assert.Equal(t, tt.wantArgs[i], c.Args)
 				assert.Empty(t, c.VolumeMounts)

@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"kpbench.dev/kpbench/internal/upstream"
+
 	"fmt"
 	"slices"
 	"strconv"
@@ -13,10 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
-
-// AgnhostImage is the agnhost image Kubernetes v1.37's e2e tests pin
-// (test/utils/image/manifest.go): the workload's containers and the probers run it.
-const AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
 
 // RunLabel labels everything kpbench creates with its run's id; `cluster cleanup` finds
 // the namespaces by it.
@@ -35,7 +33,7 @@ type WorkloadOptions struct {
 	Namespace string
 	// RunID labels every object.
 	RunID string
-	// Image replaces every container's image (default AgnhostImage).
+	// Image replaces every container's image (default upstream.AgnhostImage).
 	Image string
 	// KeepImages keeps the containers as written (only reachability can be checked then).
 	KeepImages bool
@@ -50,7 +48,7 @@ type WorkloadOptions struct {
 // that every answer names its pod. It returns the objects and a note per change.
 func Workload(objs []runtime.Object, o WorkloadOptions) ([]runtime.Object, []string, error) {
 	if o.Image == "" {
-		o.Image = AgnhostImage
+		o.Image = upstream.AgnhostImage
 	}
 	var out []runtime.Object
 	var notes []string

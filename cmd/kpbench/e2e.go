@@ -52,15 +52,6 @@ is built. Ctrl-C stops e2e.test and tears the cluster down. See docs/e2e.md.`,
 					o.Modes = append(o.Modes, kubeproxy.Mode(m))
 				}
 			}
-			// e2e.test runs from the lab's client host in a working directory of its own:
-			// a relative --out would land its junit elsewhere.
-			if o.Out != "" {
-				abs, err := filepath.Abs(o.Out)
-				if err != nil {
-					return badInput("--out %s: %v", o.Out, err)
-				}
-				o.Out = abs
-			}
 			o.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			if !quiet {
 				o.Progress = cmd.OutOrStdout()

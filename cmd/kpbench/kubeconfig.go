@@ -13,6 +13,7 @@ import (
 
 	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/cluster/kube"
+	"kpbench.dev/kpbench/internal/upstream"
 	"kpbench.dev/kpbench/manifest"
 	"kpbench.dev/kpbench/scenarios"
 	"kpbench.dev/kpbench/scenarios/check"
@@ -35,7 +36,7 @@ func addKubeconfigFlags(cmd *cobra.Command) *kubeFlags {
 	f := cmd.Flags()
 	f.StringVar(&k.kubeconfig, "kubeconfig", "", "run against the cluster of this kubeconfig (only this file is read: never KUBECONFIG, ~/.kube/config or in-cluster credentials)")
 	f.StringVar(&k.context, "context", "", "the kubeconfig's context to use (default its current context)")
-	f.StringVar(&k.image, "image", kube.AgnhostImage, "with --kubeconfig: the image that replaces the pods' containers (agnhost netexec's API)")
+	f.StringVar(&k.image, "image", upstream.AgnhostImage, "with --kubeconfig: the image that replaces the pods' containers (agnhost netexec's API)")
 	f.BoolVar(&k.keepImages, "keep-images", false, "with --kubeconfig: keep the manifests' images (only reachability is checked: the answers do not name their pod)")
 	f.BoolVar(&k.dryRun, "dry-run", false, "with --kubeconfig: list what would be created in the cluster and exit")
 	f.IntVar(&k.maxObjects, "max-objects", kube.DefaultMaxObjects, "with --kubeconfig: refuse a run that would create more objects and pods than this")

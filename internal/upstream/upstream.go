@@ -24,6 +24,11 @@ const EtcdVersion = "v3.7.0"
 // `make upstream` builds as the cluster DNS of `kpbench cluster up`.
 const CoreDNSVersion = "v1.15.0"
 
+// AgnhostImage is the agnhost image KubernetesVersion's e2e tests pin
+// (test/utils/image/manifest.go): the one a lab kubelet runs as the agnhost binary that
+// `make upstream` builds, and the one kpbench's pods use on other clusters.
+const AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
+
 // DirEnv overrides BinDir.
 const DirEnv = "KPBENCH_UPSTREAM_DIR"
 

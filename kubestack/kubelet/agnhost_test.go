@@ -28,8 +28,6 @@ import (
 	"kpbench.dev/kpbench/lab/probe"
 )
 
-const testAgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
-
 // requireAgnhost returns the agnhost binary, or skips (fails under
 // KPBENCH_REQUIRE_UPSTREAM=1) when `make upstream` has not built it.
 func requireAgnhost(t *testing.T) string {
@@ -131,7 +129,7 @@ func TestAgnhostNetexec(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "netexec-0", Namespace: "default", UID: "uid-netexec-0"},
 		Spec: corev1.PodSpec{NodeName: node.Name, TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{{
-			Name: "agnhost", Image: testAgnhostImage, Args: []string{"netexec", "--http-port=$(PORT)"},
+			Name: "agnhost", Image: upstream.AgnhostImage, Args: []string{"netexec", "--http-port=$(PORT)"},
 			Env: []corev1.EnvVar{
 				{Name: "PORT", Value: "8080"},
 				{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
@@ -210,9 +208,9 @@ func TestExecReadinessProbe(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "exec-probe", Namespace: "default", UID: "uid-exec-probe"},
 		Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{
-			{Name: "good", Image: testAgnhostImage, Args: []string{"netexec", "--http-port=8080", "--udp-port=-1"},
+			{Name: "good", Image: upstream.AgnhostImage, Args: []string{"netexec", "--http-port=8080", "--udp-port=-1"},
 				ReadinessProbe: execProbe("/bin/sh", "-c", `[ "$(hostname)" = exec-probe ] && grep -q exec-probe /etc/hosts`)},
-			{Name: "bad", Image: testAgnhostImage, Args: []string{"pause"}, ReadinessProbe: execProbe("/bin/false")},
+			{Name: "bad", Image: upstream.AgnhostImage, Args: []string{"pause"}, ReadinessProbe: execProbe("/bin/false")},
 		}},
 	}
 	_, err := client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
@@ -259,7 +257,7 @@ func TestProcessLifecycle(t *testing.T) {
 	k, client, node := labKubelet(t, ctx, bin)
 	marks := t.TempDir()
 	sh := func(name, script string) corev1.Container {
-		return corev1.Container{Name: name, Image: testAgnhostImage, Command: []string{"/bin/sh", "-c", script}}
+		return corev1.Container{Name: name, Image: upstream.AgnhostImage, Command: []string{"/bin/sh", "-c", script}}
 	}
 	terminated := func(cs []corev1.ContainerStatus, name string) *corev1.ContainerStateTerminated {
 		for _, c := range cs {

@@ -3,6 +3,8 @@
 package kubelet
 
 import (
+	"kpbench.dev/kpbench/internal/upstream"
+
 	"context"
 	"strconv"
 	"testing"
@@ -89,7 +91,7 @@ func TestEphemeralStorageEviction(t *testing.T) {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)},
 			Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{
-				Name: name, Image: testAgnhostImage,
+				Name: name, Image: upstream.AgnhostImage,
 				Command:   []string{"/bin/sh", "-c", "dd if=/dev/urandom of=file bs=1M count=" + strconv.Itoa(mib) + "; sleep 10000"},
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("5Mi")}},
 			}}},

@@ -40,8 +40,6 @@ import (
 	"kpbench.dev/kpbench/kubestack/kubelet"
 )
 
-const agnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.53"
-
 // kubectlRunner runs the upstream kubectl with the cluster's admin kubeconfig.
 type kubectlRunner struct {
 	bin, kubeconfig string
@@ -90,10 +88,10 @@ func TestKubectlThroughTheAPIServer(t *testing.T) {
 
 	for _, p := range []*corev1.Pod{
 		{ObjectMeta: metav1.ObjectMeta{Name: "server", Labels: map[string]string{"app": "server"}},
-			Spec: corev1.PodSpec{NodeName: "node-0", Containers: []corev1.Container{{Name: "agnhost", Image: agnhostImage,
+			Spec: corev1.PodSpec{NodeName: "node-0", Containers: []corev1.Container{{Name: "agnhost", Image: upstream.AgnhostImage,
 				Args: []string{"netexec", "--http-port=8080"}, Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "client"},
-			Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "agnhost", Image: agnhostImage, Args: []string{"pause"}}}}},
+			Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "agnhost", Image: upstream.AgnhostImage, Args: []string{"pause"}}}}},
 	} {
 		_, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
 		require.NoError(t, err)
