@@ -234,6 +234,34 @@ func TestDownAllSweepsStaleAndSparesLive(t *testing.T) {
 	assert.Len(t, mustList(t, "kpb-"+live.Name()+"-"), 2, "a live lab is left alone without --force")
 }
 
+// TestDownAllSparesLabsOfOtherRegistries: a sweep with a registry that does not know a lab
+// must not take the lab's namespaces for orphans while the lab's owner, recorded in another
+// registry, runs; once that owner is gone they are orphans.
+func TestDownAllSparesLabsOfOtherRegistries(t *testing.T) {
+	testutil.RequireRoot(t)
+	other := Registry{Dir: t.TempDir()}
+	empty := Registry{Dir: t.TempDir()}
+	name := "t" + testutil.RandomID(t, 6)
+	ns := "kpb-" + name + "-node-0"
+	require.NoError(t, other.Write(&Record{Entry: Entry{Name: name, PID: os.Getpid(), State: StateReady}}))
+	_, err := netns.Create(ns)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = netns.Delete(ns) })
+
+	res, err := DownAll(empty, DownOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, res.Orphans, ns, "a live lab of another registry is no orphan")
+	assert.Equal(t, []string{ns}, mustList(t, ns))
+
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	require.NoError(t, other.Write(&Record{Entry: Entry{Name: name, PID: dead.Process.Pid, State: StateReady}}))
+	res, err = DownAll(empty, DownOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, res.Orphans, ns, "its owner is gone")
+	assert.Empty(t, mustList(t, ns))
+}
+
 func TestUpRefusesBadConfigBeforeCreatingAnything(t *testing.T) {
 	testutil.RequireRoot(t)
 	_, err := Up(context.Background(), Config{Name: "tbad", Nodes: 10, PodsPerNode: 3000})

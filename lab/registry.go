@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -242,8 +243,62 @@ func (r Registry) StateDir(name string) string {
 	return filepath.Join(filepath.Dir(r.Dir), "state", name)
 }
 
-// Write stores rec atomically.
-func (r Registry) Write(rec *Record) error { return r.Records().Write(rec.Name, rec) }
+// RegistryIndexDir lists every lab registry directory in use on this machine, one file per
+// directory (named by a hash of its absolute path, holding the path). A registry enters it
+// with its first record. A sweep reads it so that a lab registered elsewhere (another
+// --registry, a test's temporary one) is not taken for an orphan because the swept registry
+// does not know it.
+const RegistryIndexDir = "/run/kpbench/registries"
+
+// Write stores rec atomically, after entering the registry in RegistryIndexDir.
+func (r Registry) Write(rec *Record) error {
+	if err := r.enterIndex(); err != nil {
+		return err
+	}
+	return r.Records().Write(rec.Name, rec)
+}
+
+// enterIndex writes the registry's entry in RegistryIndexDir unless it is there.
+func (r Registry) enterIndex() error {
+	dir, err := filepath.Abs(r.Dir)
+	if err != nil {
+		return fmt.Errorf("lab registry: %w", err)
+	}
+	entry := filepath.Join(RegistryIndexDir, fmt.Sprintf("%x", sha256.Sum256([]byte(dir))))
+	if _, err := os.Stat(entry); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(RegistryIndexDir, 0o755); err != nil {
+		return fmt.Errorf("lab registry index: %w", err)
+	}
+	if err := fsutil.WriteFileAtomic(entry, []byte(dir), 0o644); err != nil {
+		return fmt.Errorf("lab registry index: %w", err)
+	}
+	return nil
+}
+
+// indexedRegistries returns the registries RegistryIndexDir lists whose directory still
+// exists; the entries of directories that are gone are removed.
+func indexedRegistries() []Registry {
+	entries, err := os.ReadDir(RegistryIndexDir)
+	if err != nil {
+		return nil
+	}
+	var regs []Registry
+	for _, e := range entries {
+		path := filepath.Join(RegistryIndexDir, e.Name())
+		dir, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(string(dir)); errors.Is(err, os.ErrNotExist) {
+			_ = os.Remove(path)
+			continue
+		}
+		regs = append(regs, Registry{Dir: string(dir)})
+	}
+	return regs
+}
 
 // Read loads the record of the named lab.
 func (r Registry) Read(name string) (*Record, error) { return ReadRecord[Record](r.Records(), name) }

@@ -88,9 +88,9 @@ func DownAll(reg Registry, o DownOptions) (DownResult, error) {
 	return res, errors.Join(errs...)
 }
 
-// ownerOfNamespace reports whether a kpb namespace still has a live owner: a registered lab
-// whose owner runs (read now, so a lab created during the sweep is spared), or a test
-// process (`kpbt<pid>-...`) that is still running.
+// ownerOfNamespace reports whether a kpb namespace still has a live owner: a lab whose owner
+// runs, registered in reg or in any registry of RegistryIndexDir (read now, so a lab created
+// during the sweep is spared), or a test process (`kpbt<pid>-...`) that is still running.
 func ownerOfNamespace(reg Registry, name string) bool {
 	if rest, ok := strings.CutPrefix(name, netns.TestPrefix); ok {
 		pidStr, _, _ := strings.Cut(rest, "-")
@@ -99,8 +99,11 @@ func ownerOfNamespace(reg Registry, name string) bool {
 	}
 	if rest, ok := strings.CutPrefix(name, netns.Prefix+"-"); ok {
 		labName, _, _ := strings.Cut(rest, "-")
-		rec, err := reg.Read(labName)
-		return err == nil && rec.OwnerAlive()
+		for _, r := range append([]Registry{reg, {Dir: DefaultRegistryDir}}, indexedRegistries()...) {
+			if rec, err := r.Read(labName); err == nil && rec.OwnerAlive() {
+				return true
+			}
+		}
 	}
 	return false
 }
