@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -124,6 +125,9 @@ type Delta struct {
 	Drift float64
 	// Why says, for verdicts that fail or that compare could not reach, the reason.
 	Why string
+	// Informational is the reason a side's scenario gave for declaring a gated figure
+	// informational (Measurement.Informational); Decl is then not gated.
+	Informational string
 	// Verdict is the outcome.
 	Verdict Verdict
 }
@@ -247,6 +251,9 @@ func Compare(oldRun, newRun *Results, opts CompareOptions) *Comparison {
 		}
 		newSum := nc.m.Summary
 		d.New = &newSum
+		if decl := d.Decl.For(oc.m, nc.m); d.Decl.Gated && !decl.Gated {
+			d.Decl, d.Informational = decl, cmp.Or(nc.m.Informational, oc.m.Informational)
+		}
 		if d.Old.P50 != 0 {
 			d.Change = (d.New.P50 - d.Old.P50) / math.Abs(d.Old.P50)
 		}
@@ -624,6 +631,11 @@ func (c *Comparison) Write(w io.Writer) error {
 		counts[d.Verdict]++
 		if d.Why != "" && d.Verdict != VerdictSame {
 			fmt.Fprintf(w, "%s: %s: %s\n", d.Verdict, d.Metric, d.Why)
+		}
+	}
+	for _, d := range c.Deltas {
+		if d.Informational != "" {
+			fmt.Fprintf(w, "INFORMATIONAL (shown, not gated): %s: %s\n", d.Metric, d.Informational)
 		}
 	}
 	var parts []string

@@ -498,3 +498,47 @@ func TestCompareUndeclaredResults(t *testing.T) {
 		assert.Contains(t, d.Metric, "/kind=full", d.Why)
 	}
 }
+
+// TestCompareInformational: a gated figure measured once a side cannot be judged and
+// fails compare; the same figure declared informational by its scenario is shown, never
+// gated, and compare says so. The gate leaves it out as well.
+func TestCompareInformational(t *testing.T) {
+	const metric = "sync/backend=iptables/services=20000/kind=full"
+	once := func(v float64, why string) *Results {
+		r := oneMetric(MeasureSync, UnitSeconds, []float64{v})
+		r.Runs[0].Measurements[0].Informational = why
+		return r
+	}
+	tests := []struct {
+		name          string
+		old, new      *Results
+		want          Verdict
+		wantErr       string
+		wantInfoLines int
+	}{
+		{"measured once, gated: cannot judge, fails", once(55.1, ""), once(96.9, ""), VerdictUnjudged, "cannot be judged", 0},
+		{"measured once, informational in NEW: shown, passes", once(55.1, ""), once(96.9, "once within the budget"), "", "", 1},
+		{"measured once, informational in OLD: shown, passes", once(55.1, "once within the budget"), once(96.9, ""), "", "", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Compare(tt.old, tt.new, CompareOptions{Threshold: 0.10})
+			i := slices.IndexFunc(c.Deltas, func(d Delta) bool { return d.Metric == metric })
+			require.GreaterOrEqual(t, i, 0, "no delta %s", metric)
+			d := c.Deltas[i]
+			if tt.want != "" {
+				assert.Equal(t, tt.want, d.Verdict)
+			}
+			assert.Equal(t, tt.wantInfoLines == 0, d.Decl.Gated, "gated")
+			err := c.Err()
+			if tt.wantErr == "" {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorContains(t, err, tt.wantErr)
+			}
+			var out strings.Builder
+			require.NoError(t, c.Write(&out))
+			assert.Equal(t, tt.wantInfoLines, strings.Count(out.String(), "INFORMATIONAL (shown, not gated): "+metric), out.String())
+		})
+	}
+}

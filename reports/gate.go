@@ -146,7 +146,7 @@ func Gate(res *Results, o GateOptions) (*GateReport, error) {
 		for j := range run.Measurements {
 			m := &run.Measurements[j]
 			d, ok := MetricOf(res.Metrics, m)
-			if !ok || !d.Gated {
+			if !ok || !d.For(m).Gated {
 				continue
 			}
 			key := gateKey(d, m)

@@ -357,6 +357,9 @@ func htmlSectionOf(s section, palette []string) (htmlSection, error) {
 	hs.MoreOutliers = countLine(len(hs.Outliers), len(groups))
 	for _, row := range comparisonRows(r) {
 		hr := htmlRow{Name: row.Name, Params: row.Params, Ratio: row.ratioText()}
+		if row.Informational != "" {
+			hr.Params += " (informational, never gated: " + row.Informational + ")"
+		}
 		if hr.Ratio == "" && row.Better == NoDirection {
 			hr.Ratio = "no direction"
 		}

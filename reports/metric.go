@@ -67,6 +67,18 @@ type Metric struct {
 	Control map[string]string `json:"control,omitempty"`
 }
 
+// For returns the declaration as it applies to the measurements of one cell: where any of
+// them was declared informational by its scenario (Measurement.Informational), the cell
+// is shown and never gated.
+func (f Metric) For(ms ...*Measurement) Metric {
+	for _, m := range ms {
+		if m != nil && m.Informational != "" {
+			f.Gated = false
+		}
+	}
+	return f
+}
+
 // Matches reports whether the declaration describes m.
 func (f Metric) Matches(m *Measurement) bool {
 	if f.Measurement != m.Name {

@@ -163,6 +163,9 @@ type comparisonRow struct {
 	// metric has no direction, or a median is not positive.
 	Best, Worst string
 	Ratio       float64
+	// Informational is the reason the scenario gave for not gating the figure (empty:
+	// gated as declared).
+	Informational string
 }
 
 // comparisonRows groups r's measurements by name and params (series excluded:
@@ -186,6 +189,7 @@ func comparisonRows(r *Results) []comparisonRow {
 		}
 		rows[i].Values[p.backend] = p.m.Summary.P50
 		rows[i].Summaries[p.backend] = p.m.Summary
+		rows[i].Informational = cmp.Or(rows[i].Informational, p.m.Informational)
 	}
 	// Group the rows by measurement (in first-seen order), sizes increasing.
 	first := map[string]int{}

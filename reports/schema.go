@@ -163,6 +163,11 @@ type Measurement struct {
 	// Offsets, when the measurement records them, holds one value per sample: the
 	// seconds from Start at which sample i ended, so that an outlier can be dated.
 	Offsets []float64 `json:"offsets,omitempty"`
+	// Informational, when set, says why this figure is shown but never judged: its
+	// scenario's measure step declared it so, because the samples a verdict needs do not
+	// fit the scenario's budget (a full sync at 10,000 Services taken once). compare and
+	// the gates treat its declaration as not gated; reports mark it.
+	Informational string `json:"informational,omitempty"`
 }
 
 // Measured reports whether m holds a figure: samples, for a duration not only zeros, for

@@ -62,6 +62,11 @@ type MeasureStep struct {
 	// Each limit is a case in the results, pass or fail; a limit must name a figure the
 	// measurement declares.
 	Limits map[string]float64 `json:"limits,omitempty"`
+	// Informational declares every figure of the step shown and never gated, with the
+	// reason, for figures whose verdict needs more samples than the scenario's budget
+	// allows (a full sync at 10,000 Services taken once): compare and gates do not judge
+	// them and say so, reports mark them. Results carry it in each figure.
+	Informational string `json:"informational,omitempty"`
 
 	// Measuring is the measurement with its decoded params. Set by Load.
 	Measuring Measuring `json:"-"`
@@ -113,6 +118,9 @@ func (m *MeasureStep) Validate(v *Validation, p *field.Path) field.ErrorList {
 // measurement that yields nothing, or a figure without samples, fails the step.
 func (m *MeasureStep) Run(ctx context.Context, s *Session) error {
 	ms, err := m.Measuring.Measure(ctx, s)
+	for i := range ms {
+		ms[i].Informational = m.Informational
+	}
 	rerr := s.Record(ms...) // what was measured is kept, even when the measurement failed
 	if errors.Is(err, ErrUnmet) && len(ms) > 0 && rerr == nil {
 		// The measurement judged what it measured (the churn's bounds): its verdict is a
