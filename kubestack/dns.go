@@ -205,16 +205,7 @@ func (d *DNS) waitReady(ctx context.Context, timeout time.Duration) error {
 
 // dial connects from inside CoreDNS's namespace.
 func (d *DNS) dial(ctx context.Context, network, address string) (net.Conn, error) {
-	var conn net.Conn
-	err := d.worker.Run(ctx, func() error {
-		if err := netns.Guard(); err != nil {
-			return err
-		}
-		var err error
-		conn, err = (&net.Dialer{}).DialContext(ctx, network, address)
-		return err
-	})
-	return conn, err
+	return d.worker.Dial(ctx, &net.Dialer{}, network, address)
 }
 
 func getOK(ctx context.Context, c *http.Client, url string) error {
