@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"kpbench.dev/kpbench/internal/envlist"
 )
 
 // defaultPath is the PATH of a container whose env does not set one (the agnhost image's,
@@ -38,14 +40,7 @@ type downward struct {
 // CreateContainerConfigError: a missing config map, secret or key that is not optional,
 // or a field path it does not know.
 func containerEnv(ctx context.Context, objs envObjects, pod *corev1.Pod, c corev1.Container, d downward) ([]string, error) {
-	var keys []string
-	vals := map[string]string{}
-	set := func(k, v string) {
-		if _, ok := vals[k]; !ok {
-			keys = append(keys, k)
-		}
-		vals[k] = v
-	}
+	var env envlist.List
 	for _, from := range c.EnvFrom {
 		data, err := envFromData(ctx, objs, pod.Namespace, from)
 		if err != nil {
@@ -57,13 +52,12 @@ func containerEnv(ctx context.Context, objs envObjects, pod *corev1.Pod, c corev
 		}
 		sort.Strings(names)
 		for _, k := range names {
-			set(from.Prefix+k, data[k])
+			env.Set(from.Prefix+k, data[k])
 		}
 	}
-	lookup := func(name string) (string, bool) { v, ok := vals[name]; return v, ok }
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			set(e.Name, expand(e.Value, lookup))
+			env.Set(e.Name, expand(e.Value, env.Lookup))
 			continue
 		}
 		v, ok, err := envValueFrom(ctx, objs, pod, c, e, d)
@@ -71,14 +65,10 @@ func containerEnv(ctx context.Context, objs envObjects, pod *corev1.Pod, c corev
 			return nil, fmt.Errorf("env %s: %w", e.Name, err)
 		}
 		if ok {
-			set(e.Name, v)
+			env.Set(e.Name, v)
 		}
 	}
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = k + "=" + vals[k]
-	}
-	return out, nil
+	return env.Environ(), nil
 }
 
 // envFromData returns the keys and values of one envFrom source (nil when an optional one
