@@ -14,6 +14,32 @@ type Categorized struct {
 	HasAnyEndpoints bool
 }
 
+// PolicyChains is where a service port's traffic goes, as kube-proxy's syncProxyRules
+// decides it: internal traffic (to the cluster IP) and external traffic (to node ports,
+// external and load-balancer IPs) each jump to the local policy chain under a Local
+// policy, else to the cluster policy chain.
+type PolicyChains struct {
+	// Internal and External are the chains internal and external traffic jump to.
+	Internal, External string
+	// HasInternal and HasExternal are false when that traffic has no endpoint to go to:
+	// the port has none at all (the rules reject), or its policy is Local and this node
+	// has none (they drop).
+	HasInternal, HasExternal bool
+}
+
+// PolicyChains chooses, between the port's cluster and local policy chains (named by the
+// backend), where sp's internal and external traffic go, c being sp's categorized endpoints.
+func (c Categorized) PolicyChains(sp *ServicePort, clusterChain, localChain string) PolicyChains {
+	p := PolicyChains{Internal: clusterChain, External: clusterChain, HasInternal: c.HasAnyEndpoints, HasExternal: c.HasAnyEndpoints}
+	if sp.InternalPolicyLocal {
+		p.Internal, p.HasInternal = localChain, p.HasInternal && len(c.Local) > 0
+	}
+	if sp.UsesLocalExternal() {
+		p.External, p.HasExternal = localChain, p.HasExternal && len(c.Local) > 0
+	}
+	return p
+}
+
 // usable returns the endpoints traffic may go to: the ready ones, or, when none is ready,
 // those both serving and terminating (kube-proxy's terminating fallback).
 func usable(eps []Endpoint, keep func(Endpoint) bool) []Endpoint {

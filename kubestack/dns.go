@@ -189,7 +189,7 @@ func (d *DNS) waitReady(ctx context.Context, timeout time.Duration) error {
 	defer tick.Stop()
 	var last error
 	for {
-		last = getOK(ctx, client, url)
+		last = controlplane.HTTPOK(ctx, client, url, "")
 		if last == nil {
 			return nil
 		}
@@ -205,32 +205,7 @@ func (d *DNS) waitReady(ctx context.Context, timeout time.Duration) error {
 
 // dial connects from inside CoreDNS's namespace.
 func (d *DNS) dial(ctx context.Context, network, address string) (net.Conn, error) {
-	var conn net.Conn
-	err := d.worker.Run(ctx, func() error {
-		if err := netns.Guard(); err != nil {
-			return err
-		}
-		var err error
-		conn, err = (&net.Dialer{}).DialContext(ctx, network, address)
-		return err
-	})
-	return conn, err
-}
-
-func getOK(ctx context.Context, c *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return nil
+	return d.worker.Dial(ctx, &net.Dialer{}, network, address)
 }
 
 // stop sends CoreDNS SIGTERM, SIGKILL after grace (or when ctx ends), waits for its exit

@@ -51,6 +51,9 @@ var ErrMachineLimit = errors.New("exceeds what this machine can hold")
 
 // Machine is what this machine can hold, read from the kernel before a lab is created.
 type Machine struct {
+	// MemTotal is /proc/meminfo's MemTotal, in bytes: the memory a lab kubelet reports as
+	// its node's capacity.
+	MemTotal uint64
 	// MemAvailable is /proc/meminfo's MemAvailable, in bytes.
 	MemAvailable uint64
 	// OpenFiles is the hard RLIMIT_NOFILE (the Go runtime raises the soft limit to it).
@@ -67,13 +70,19 @@ func ReadMachine() (Machine, error) {
 		return m, fmt.Errorf("machine limits: %w", err)
 	}
 	sc := bufio.NewScanner(bytes.NewReader(meminfo))
+	fields := map[string]*uint64{"MemTotal": &m.MemTotal, "MemAvailable": &m.MemAvailable}
 	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "MemAvailable:" {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		name := strings.TrimSuffix(f[0], ":")
+		if field, ok := fields[name]; ok {
 			kb, err := strconv.ParseUint(f[1], 10, 64)
 			if err != nil {
-				return m, fmt.Errorf("machine limits: /proc/meminfo MemAvailable %q: %w", f[1], err)
+				return m, fmt.Errorf("machine limits: /proc/meminfo %s %q: %w", name, f[1], err)
 			}
-			m.MemAvailable = kb << 10
+			*field = kb << 10
 		}
 	}
 	var rl unix.Rlimit

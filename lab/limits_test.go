@@ -46,6 +46,7 @@ func TestMachineCheck(t *testing.T) {
 func TestReadMachine(t *testing.T) {
 	m, err := ReadMachine()
 	require.NoError(t, err)
+	assert.NotZero(t, m.MemTotal)
 	assert.NotZero(t, m.MemAvailable)
 	assert.NotZero(t, m.OpenFiles)
 	assert.NotZero(t, m.NetNamespaces)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"kpbench.dev/kpbench/internal/envlist"
 )
 
 // shellQuote quotes s in single quotes for POSIX sh; a single quote inside is closed,
@@ -30,33 +32,22 @@ func passEnv(key string) bool {
 // then extra. A later entry replaces an earlier one with the same key; the order of first
 // appearance is kept.
 func guestEnv(host []string, cfg Config, extra []string) []string {
-	var keys []string
-	vals := map[string]string{}
-	set := func(k, v string) {
-		if _, ok := vals[k]; !ok {
-			keys = append(keys, k)
-		}
-		vals[k] = v
-	}
+	var env envlist.List
 	for _, e := range host {
 		if k, v, ok := strings.Cut(e, "="); ok && passEnv(k) {
-			set(k, v)
+			env.Set(k, v)
 		}
 	}
-	set("TERM", "dumb")
-	set(EnvInVM, "1")
-	set(EnvAccel, cfg.Accel)
-	set(EnvKernel, cfg.Kernel)
+	env.Set("TERM", "dumb")
+	env.Set(EnvInVM, "1")
+	env.Set(EnvAccel, cfg.Accel)
+	env.Set(EnvKernel, cfg.Kernel)
 	for _, e := range extra {
 		if k, v, ok := strings.Cut(e, "="); ok {
-			set(k, v)
+			env.Set(k, v)
 		}
 	}
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = k + "=" + vals[k]
-	}
-	return out
+	return env.Environ()
 }
 
 // runScript is the guest's run.sh: it starts with an empty environment (init runs it through

@@ -278,21 +278,8 @@ func (g *Generator) service(st *backends.State, sp *backends.ServicePort, write,
 	usesCluster := len(c.Cluster) > 0
 	usesLocal := len(c.Local) > 0
 
-	internalChain, hasInternal := svcChain, hasEndpoints
-	if sp.InternalPolicyLocal {
-		internalChain = svlChain
-		if len(c.Local) == 0 {
-			hasInternal = false
-		}
-	}
+	pc := c.PolicyChains(sp, svcChain, svlChain)
 	extLocal := sp.UsesLocalExternal()
-	externalPolicyChain, hasExternal := svcChain, hasEndpoints
-	if extLocal {
-		externalPolicyChain = svlChain
-		if len(c.Local) == 0 {
-			hasExternal = false
-		}
-	}
 	usesExt := hasEndpoints && sp.ExternallyAccessible()
 	lbChain := extChain
 	usesFW := hasEndpoints && len(sp.LoadBalancerIPs) > 0 && len(sp.LoadBalancerSourceRanges) > 0
@@ -305,10 +292,10 @@ func (g *Generator) service(st *backends.State, sp *backends.ServicePort, write,
 		intTarget, intComment = "REJECT", " has no endpoints"
 		extTarget, extComment = intTarget, intComment
 	} else {
-		if !hasInternal {
+		if !pc.HasInternal {
 			intTarget, intComment = "DROP", " has no local endpoints"
 		}
-		if !hasExternal {
+		if !pc.HasExternal {
 			extTarget, extComment = "DROP", " has no local endpoints"
 		}
 	}
@@ -317,8 +304,8 @@ func (g *Generator) service(st *backends.State, sp *backends.ServicePort, write,
 	noAddr := netip.Addr{}
 
 	// Cluster IP.
-	if hasInternal {
-		g.portRule(nr, ChainServices, name, " cluster IP", proto, sp.ClusterIP, sp.Port, internalChain)
+	if pc.HasInternal {
+		g.portRule(nr, ChainServices, name, " cluster IP", proto, sp.ClusterIP, sp.Port, pc.Internal)
 	} else {
 		g.portRule(fr, ChainServices, name, intComment, proto, sp.ClusterIP, sp.Port, intTarget)
 	}
@@ -327,7 +314,7 @@ func (g *Generator) service(st *backends.State, sp *backends.ServicePort, write,
 		if hasEndpoints {
 			g.portRule(nr, ChainServices, name, " external IP", proto, ip, sp.Port, extChain)
 		}
-		if !hasExternal {
+		if !pc.HasExternal {
 			g.portRule(fr, ChainExternalServices, name, extComment, proto, ip, sp.Port, extTarget)
 		}
 	}
@@ -340,7 +327,7 @@ func (g *Generator) service(st *backends.State, sp *backends.ServicePort, write,
 			g.portRule(fr, ChainProxyFirewall, name, " traffic not accepted by "+fwChain, proto, ip, sp.Port, "DROP")
 		}
 	}
-	if !hasExternal {
+	if !pc.HasExternal {
 		for _, ip := range sp.LoadBalancerIPs {
 			g.portRule(fr, ChainExternalServices, name, extComment, proto, ip, sp.Port, extTarget)
 		}
@@ -354,7 +341,7 @@ func (g *Generator) service(st *backends.State, sp *backends.ServicePort, write,
 			g.match(nr, proto, noAddr, sp.NodePort)
 			jump(nr, extChain)
 		}
-		if !hasExternal {
+		if !pc.HasExternal {
 			g.rule(fr, ChainExternalServices)
 			comment(fr, name, extComment)
 			fr.WriteString(" -m addrtype --dst-type LOCAL")
@@ -390,8 +377,8 @@ func (g *Generator) service(st *backends.State, sp *backends.ServicePort, write,
 	}
 	nc := &g.natChains
 
-	if hasInternal && (st.MasqueradeAll || st.ClusterCIDR.IsValid()) {
-		g.rule(nr, internalChain)
+	if pc.HasInternal && (st.MasqueradeAll || st.ClusterCIDR.IsValid()) {
+		g.rule(nr, pc.Internal)
 		comment(nr, name, " cluster IP")
 		g.match(nr, proto, sp.ClusterIP, sp.Port)
 		if !st.MasqueradeAll {
@@ -424,9 +411,9 @@ func (g *Generator) service(st *backends.State, sp *backends.ServicePort, write,
 			nr.WriteString(" -m addrtype --src-type LOCAL")
 			jump(nr, svcChain)
 		}
-		if hasExternal {
+		if pc.HasExternal {
 			g.rule(nr, extChain)
-			jump(nr, externalPolicyChain)
+			jump(nr, pc.External)
 		}
 	}
 

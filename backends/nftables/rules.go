@@ -356,16 +356,7 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 	usesCluster := len(cat.Cluster) > 0
 	usesLocal := len(cat.Local) > 0
 
-	internalChain, hasInternal := clusterChain, hasEndpoints
-	if sp.InternalPolicyLocal {
-		internalChain = localChain
-		hasInternal = hasInternal && len(cat.Local) > 0
-	}
-	externalPolicyChain, hasExternal := clusterChain, hasEndpoints
-	if sp.UsesLocalExternal() {
-		externalPolicyChain = localChain
-		hasExternal = hasExternal && len(cat.Local) > 0
-	}
+	pc := cat.PolicyChains(sp, clusterChain, localChain)
 	usesExternal := hasEndpoints && sp.ExternallyAccessible()
 	usesFW := len(sp.LoadBalancerIPs) > 0 && len(sp.LoadBalancerSourceRanges) > 0
 
@@ -390,10 +381,10 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 	if !hasEndpoints {
 		internalVerdict, externalVerdict = "goto "+rejectChain, "goto "+rejectChain
 	} else {
-		if !hasInternal {
+		if !pc.HasInternal {
 			internalVerdict = "drop"
 		}
-		if !hasExternal {
+		if !pc.HasExternal {
 			externalVerdict = "drop"
 		}
 	}
@@ -407,8 +398,8 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 			p.elems = append(p.elems, element{container: hairpinSet, isSet: true, key: ip + " . " + ip + " . " + proto + " . " + strconv.Itoa(int(ep.Port))})
 		}
 	}
-	if hasInternal {
-		p.elems = append(p.elems, element{container: serviceIPsMap, key: svcKey(sp.ClusterIP), value: "goto " + internalChain})
+	if pc.HasInternal {
+		p.elems = append(p.elems, element{container: serviceIPsMap, key: svcKey(sp.ClusterIP), value: "goto " + pc.Internal})
 	} else {
 		p.elems = append(p.elems, element{container: noEndpointServicesMap, key: svcKey(sp.ClusterIP), value: internalVerdict, comment: nameStr})
 	}
@@ -416,7 +407,7 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 		if hasEndpoints {
 			p.elems = append(p.elems, element{container: serviceIPsMap, key: svcKey(ip), value: "goto " + externalChain})
 		}
-		if !hasExternal {
+		if !pc.HasExternal {
 			p.elems = append(p.elems, element{container: noEndpointServicesMap, key: svcKey(ip), value: externalVerdict, comment: nameStr})
 		}
 	}
@@ -427,7 +418,7 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 		if usesFW {
 			p.elems = append(p.elems, element{container: firewallIPsMap, key: svcKey(ip), value: "goto " + fwChain})
 		}
-		if !hasExternal {
+		if !pc.HasExternal {
 			p.elems = append(p.elems, element{container: noEndpointServicesMap, key: svcKey(ip), value: externalVerdict, comment: nameStr})
 		}
 	}
@@ -437,7 +428,7 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 			// NodePorts are not subject to loadBalancerSourceRanges (as in kube-proxy).
 			p.elems = append(p.elems, element{container: serviceNodePortsMap, key: npKey, value: "goto " + externalChain})
 		}
-		if !hasExternal {
+		if !pc.HasExternal {
 			p.elems = append(p.elems, element{container: noEndpointNodePortsMap, key: npKey, value: externalVerdict, comment: nameStr})
 		}
 	}
@@ -470,8 +461,8 @@ func planService(cfg config, sp *backends.ServicePort) *servicePlan {
 				external.addCommented("fib saddr type local goto "+short, "short-circuit local traffic")
 			}
 		}
-		if hasExternal {
-			external.add("goto " + externalPolicyChain)
+		if pc.HasExternal {
+			external.add("goto " + pc.External)
 		}
 	}
 

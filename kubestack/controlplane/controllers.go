@@ -106,7 +106,7 @@ func (cp *ControlPlane) startControllers(ctx context.Context, bins map[string]st
 	}{{cp.kcm, ControllerManagerPort}, {cp.sched, SchedulerPort}} {
 		url := fmt.Sprintf("https://127.0.0.1:%d/healthz", c.port)
 		if err := c.comp.waitReady(ctx, cp.opts.StartTimeout, func(ctx context.Context) error {
-			return httpOK(ctx, health, url, "ok")
+			return HTTPOK(ctx, health, url, "ok")
 		}); err != nil {
 			return err
 		}

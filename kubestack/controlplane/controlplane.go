@@ -194,7 +194,7 @@ func Start(ctx context.Context, l *lab.Lab, opts Options) (_ *ControlPlane, err 
 	}
 	etcdClient := &http.Client{Transport: &http.Transport{DialContext: cp.dial}, Timeout: 5 * time.Second}
 	if err := cp.etcd.waitReady(ctx, opts.StartTimeout, func(ctx context.Context) error {
-		return httpOK(ctx, etcdClient, "http://127.0.0.1:2379/health", `"health":"true"`)
+		return HTTPOK(ctx, etcdClient, "http://127.0.0.1:2379/health", `"health":"true"`)
 	}); err != nil {
 		return cp, err
 	}
@@ -209,7 +209,7 @@ func Start(ctx context.Context, l *lab.Lab, opts Options) (_ *ControlPlane, err 
 		return cp, err
 	}
 	if err := cp.api.waitReady(ctx, opts.StartTimeout, func(ctx context.Context) error {
-		return httpOK(ctx, apiClient, cp.Server()+"/readyz", "ok")
+		return HTTPOK(ctx, apiClient, cp.Server()+"/readyz", "ok")
 	}); err != nil {
 		return cp, err
 	}
@@ -534,8 +534,10 @@ func (cp *ControlPlane) Stop(ctx context.Context) error {
 	return nil
 }
 
-// httpOK GETs url and checks for status 200 and a body containing want.
-func httpOK(ctx context.Context, c *http.Client, url, want string) error {
+// HTTPOK GETs url with c and checks for status 200 and a body containing want (""
+// accepts any body): the readiness check of the control plane's components, and of the
+// stack's CoreDNS. Its error carries the status and the start of the body.
+func HTTPOK(ctx context.Context, c *http.Client, url, want string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err

@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"kpbench.dev/kpbench/internal/envlist"
 )
 
 // defaultPath is the PATH of a container whose env does not set one (the agnhost image's,
@@ -38,14 +40,7 @@ type downward struct {
 // CreateContainerConfigError: a missing config map, secret or key that is not optional,
 // or a field path it does not know.
 func containerEnv(ctx context.Context, objs envObjects, pod *corev1.Pod, c corev1.Container, d downward) ([]string, error) {
-	var keys []string
-	vals := map[string]string{}
-	set := func(k, v string) {
-		if _, ok := vals[k]; !ok {
-			keys = append(keys, k)
-		}
-		vals[k] = v
-	}
+	var env envlist.List
 	for _, from := range c.EnvFrom {
 		data, err := envFromData(ctx, objs, pod.Namespace, from)
 		if err != nil {
@@ -57,13 +52,12 @@ func containerEnv(ctx context.Context, objs envObjects, pod *corev1.Pod, c corev
 		}
 		sort.Strings(names)
 		for _, k := range names {
-			set(from.Prefix+k, data[k])
+			env.Set(from.Prefix+k, data[k])
 		}
 	}
-	lookup := func(name string) (string, bool) { v, ok := vals[name]; return v, ok }
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			set(e.Name, expand(e.Value, lookup))
+			env.Set(e.Name, expand(e.Value, env.Lookup))
 			continue
 		}
 		v, ok, err := envValueFrom(ctx, objs, pod, c, e, d)
@@ -71,14 +65,10 @@ func containerEnv(ctx context.Context, objs envObjects, pod *corev1.Pod, c corev
 			return nil, fmt.Errorf("env %s: %w", e.Name, err)
 		}
 		if ok {
-			set(e.Name, v)
+			env.Set(e.Name, v)
 		}
 	}
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = k + "=" + vals[k]
-	}
-	return out, nil
+	return env.Environ(), nil
 }
 
 // envFromData returns the keys and values of one envFrom source (nil when an optional one
@@ -86,29 +76,64 @@ func containerEnv(ctx context.Context, objs envObjects, pod *corev1.Pod, c corev
 func envFromData(ctx context.Context, objs envObjects, ns string, from corev1.EnvFromSource) (map[string]string, error) {
 	switch {
 	case from.ConfigMapRef != nil:
-		cm, err := objs.configMap(ctx, ns, from.ConfigMapRef.Name)
-		if err != nil {
-			if isOptional(from.ConfigMapRef.Optional) {
-				return nil, nil
-			}
-			return nil, fmt.Errorf("envFrom config map %s: %w", from.ConfigMapRef.Name, err)
-		}
-		return cm.Data, nil
+		return refData(ctx, objs, ns, configMapData, "envFrom config map", from.ConfigMapRef.Name, from.ConfigMapRef.Optional)
 	case from.SecretRef != nil:
-		s, err := objs.secret(ctx, ns, from.SecretRef.Name)
-		if err != nil {
-			if isOptional(from.SecretRef.Optional) {
-				return nil, nil
-			}
-			return nil, fmt.Errorf("envFrom secret %s: %w", from.SecretRef.Name, err)
-		}
-		out := make(map[string]string, len(s.Data))
-		for k, v := range s.Data {
-			out[k] = string(v)
-		}
-		return out, nil
+		return refData(ctx, objs, ns, secretData, "envFrom secret", from.SecretRef.Name, from.SecretRef.Optional)
 	}
 	return nil, nil
+}
+
+// objectData reads the data of the config map or secret named name: what env and envFrom
+// draw from, a secret's values as strings.
+type objectData func(ctx context.Context, objs envObjects, ns, name string) (map[string]string, error)
+
+func configMapData(ctx context.Context, objs envObjects, ns, name string) (map[string]string, error) {
+	cm, err := objs.configMap(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	return cm.Data, nil
+}
+
+func secretData(ctx context.Context, objs envObjects, ns, name string) (map[string]string, error) {
+	s, err := objs.secret(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(s.Data))
+	for k, v := range s.Data {
+		out[k] = string(v)
+	}
+	return out, nil
+}
+
+// refData reads the object a reference names; a missing one is no data (nil) when the
+// reference is optional, and otherwise an error naming it as what ("config map").
+func refData(ctx context.Context, objs envObjects, ns string, read objectData, what, name string, optional *bool) (map[string]string, error) {
+	data, err := read(ctx, objs, ns, name)
+	if err != nil {
+		if isOptional(optional) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%s %s: %w", what, name, err)
+	}
+	return data, nil
+}
+
+// refKey resolves a configMapKeyRef or secretKeyRef: key in the object's data; ok is false
+// when the reference is optional and the object or the key is missing.
+func refKey(ctx context.Context, objs envObjects, ns string, read objectData, what, name, key string, optional *bool) (v string, ok bool, err error) {
+	data, err := refData(ctx, objs, ns, read, what, name, optional)
+	if err != nil {
+		return "", false, err
+	}
+	if v, found := data[key]; found {
+		return v, true, nil
+	}
+	if isOptional(optional) {
+		return "", false, nil
+	}
+	return "", false, fmt.Errorf("%s %s has no key %q", what, name, key)
 }
 
 func isOptional(p *bool) bool { return p != nil && *p }
@@ -126,36 +151,10 @@ func envValueFrom(ctx context.Context, objs envObjects, pod *corev1.Pod, c corev
 		return v, err == nil, err
 	case src.ConfigMapKeyRef != nil:
 		ref := src.ConfigMapKeyRef
-		cm, err := objs.configMap(ctx, pod.Namespace, ref.Name)
-		if err != nil {
-			if isOptional(ref.Optional) {
-				return "", false, nil
-			}
-			return "", false, fmt.Errorf("config map %s: %w", ref.Name, err)
-		}
-		if v, found := cm.Data[ref.Key]; found {
-			return v, true, nil
-		}
-		if isOptional(ref.Optional) {
-			return "", false, nil
-		}
-		return "", false, fmt.Errorf("config map %s has no key %q", ref.Name, ref.Key)
+		return refKey(ctx, objs, pod.Namespace, configMapData, "config map", ref.Name, ref.Key, ref.Optional)
 	case src.SecretKeyRef != nil:
 		ref := src.SecretKeyRef
-		s, err := objs.secret(ctx, pod.Namespace, ref.Name)
-		if err != nil {
-			if isOptional(ref.Optional) {
-				return "", false, nil
-			}
-			return "", false, fmt.Errorf("secret %s: %w", ref.Name, err)
-		}
-		if v, found := s.Data[ref.Key]; found {
-			return string(v), true, nil
-		}
-		if isOptional(ref.Optional) {
-			return "", false, nil
-		}
-		return "", false, fmt.Errorf("secret %s has no key %q", ref.Name, ref.Key)
+		return refKey(ctx, objs, pod.Namespace, secretData, "secret", ref.Name, ref.Key, ref.Optional)
 	case src.FileKeyRef != nil:
 		return "", false, fmt.Errorf("fileKeyRef is not supported (no volumes in lab pods)")
 	}

@@ -231,16 +231,7 @@ func Start(ctx context.Context, o Options) (_ *Kubelet, err error) {
 
 // dialAPI connects to the API server from inside the node's namespace.
 func (k *Kubelet) dialAPI(ctx context.Context, network, address string) (net.Conn, error) {
-	var c net.Conn
-	err := k.apiDial.Run(ctx, func() error {
-		if err := netns.Guard(); err != nil {
-			return err
-		}
-		var err error
-		c, err = (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, network, address)
-		return err
-	})
-	return c, err
+	return k.apiDial.Dial(ctx, &net.Dialer{Timeout: 10 * time.Second}, network, address)
 }
 
 // Client returns the kubelet's API client (the node's identity).

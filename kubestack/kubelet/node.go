@@ -1,14 +1,8 @@
 package kubelet
 
 import (
-	"bufio"
-	"bytes"
-	"fmt"
 	"net/netip"
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -34,31 +28,6 @@ type machine struct {
 	// (nodeFSBytes), which a kubelet reports as ephemeral-storage (its nodefs); 0: unknown,
 	// not reported.
 	storage int64
-}
-
-// readMachine reads the CPU count, /proc/meminfo's MemTotal and the kernel release.
-func readMachine() (machine, error) {
-	m := machine{cpus: runtime.NumCPU()}
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return m, fmt.Errorf("machine: %w", err)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "MemTotal:" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				return m, fmt.Errorf("machine: MemTotal %q: %w", f[1], err)
-			}
-			m.memory = kb << 10
-		}
-	}
-	rel, err := os.ReadFile("/proc/sys/kernel/osrelease")
-	if err != nil {
-		return m, fmt.Errorf("machine: %w", err)
-	}
-	m.kernel = strings.TrimSpace(string(rel))
-	return m, nil
 }
 
 // podCapacity is how many pods a pod block holds: its addresses but the network, the

@@ -4,9 +4,31 @@ package kubelet
 
 import (
 	"fmt"
+	"os"
+	"runtime"
+	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"kpbench.dev/kpbench/lab"
 )
+
+// readMachine reads the CPU count, /proc/meminfo's MemTotal (as the lab reads its limits)
+// and the kernel release.
+func readMachine() (machine, error) {
+	m := machine{cpus: runtime.NumCPU()}
+	lm, err := lab.ReadMachine()
+	if err != nil {
+		return m, err
+	}
+	m.memory = int64(lm.MemTotal)
+	rel, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return m, fmt.Errorf("machine: %w", err)
+	}
+	m.kernel = strings.TrimSpace(string(rel))
+	return m, nil
+}
 
 // nodeFSBytes is the size of the filesystem that holds dir (the kubelet's state
 // directory), as a kubelet reports the capacity of its nodefs: statfs's blocks times the
