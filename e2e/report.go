@@ -49,6 +49,11 @@ type ModeRun struct {
 	// ClusterUpSeconds is the time `cluster up` took; E2ESeconds the wall time of e2e.test.
 	ClusterUpSeconds float64 `json:"clusterUpSeconds,omitempty"`
 	E2ESeconds       float64 `json:"e2eSeconds,omitempty"`
+	// BackgroundSeconds is the time the --background-services took to make through the
+	// API server; BackgroundSyncSeconds the time after that until every node's kube-proxy
+	// had programmed them (e2e.test starts only then).
+	BackgroundSeconds     float64 `json:"backgroundSeconds,omitempty"`
+	BackgroundSyncSeconds float64 `json:"backgroundSyncSeconds,omitempty"`
 	// Error says why the run is incomplete: the cluster did not come up, e2e.test could not
 	// start or crashed, the timeout passed, or it was interrupted. A run with an error fails
 	// the command even when its tests passed.
@@ -143,16 +148,27 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 		}
 	}
 
-	b.WriteString("| mode | passed | failed | skipped | not selected | cluster up | e2e.test | error |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	bg := r.BackgroundServices > 0
+	b.WriteString("| mode | passed | failed | skipped | not selected | cluster up |")
+	if bg {
+		b.WriteString(" background made | background programmed |")
+	}
+	b.WriteString(" e2e.test | error |\n| --- | ---: | ---: | ---: | ---: | ---: |")
+	if bg {
+		b.WriteString(" ---: | ---: |")
+	}
+	b.WriteString(" ---: | --- |\n")
 	for _, run := range r.Runs {
 		p, f, s, ns := "—", "—", "—", "—"
 		if run.Suite != nil {
 			pi, fi, si := run.Suite.Counts()
 			p, f, s, ns = fmt.Sprint(pi), fmt.Sprint(fi), fmt.Sprint(si), fmt.Sprint(run.Suite.NotSelected)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", run.Mode, p, f, s, ns,
-			secs(run.ClusterUpSeconds), secs(run.E2ESeconds), cell(run.Error, maxReasonCell))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |", run.Mode, p, f, s, ns, secs(run.ClusterUpSeconds))
+		if bg {
+			fmt.Fprintf(&b, " %s | %s |", secs(run.BackgroundSeconds), secs(run.BackgroundSyncSeconds))
+		}
+		fmt.Fprintf(&b, " %s | %s |\n", secs(run.E2ESeconds), cell(run.Error, maxReasonCell))
 	}
 
 	names := testNames(r)

@@ -128,15 +128,32 @@ func sampleReport(t *testing.T) *Report {
 }
 
 func TestWriteMarkdownGolden(t *testing.T) {
-	var b bytes.Buffer
-	require.NoError(t, WriteMarkdown(&b, sampleReport(t)))
-	golden := filepath.Join("testdata", "e2e.md")
-	if *update {
-		require.NoError(t, os.WriteFile(golden, b.Bytes(), 0o644))
+	withBackground := func(r *Report) *Report {
+		r.BackgroundServices = 10000
+		r.Runs[0].BackgroundSeconds, r.Runs[0].BackgroundSyncSeconds = 615, 42.5
+		r.Runs[1].BackgroundSeconds, r.Runs[1].BackgroundSyncSeconds = 509, 131
+		return r
 	}
-	want, err := os.ReadFile(golden)
-	require.NoError(t, err)
-	assert.Equal(t, string(want), b.String(), "run go test ./e2e -update to accept")
+	tests := []struct {
+		golden string
+		report *Report
+	}{
+		{"e2e.md", sampleReport(t)},
+		{"e2e-background.md", withBackground(sampleReport(t))}, // two more columns
+	}
+	for _, tt := range tests {
+		t.Run(tt.golden, func(t *testing.T) {
+			var b bytes.Buffer
+			require.NoError(t, WriteMarkdown(&b, tt.report))
+			golden := filepath.Join("testdata", tt.golden)
+			if *update {
+				require.NoError(t, os.WriteFile(golden, b.Bytes(), 0o644))
+			}
+			want, err := os.ReadFile(golden)
+			require.NoError(t, err)
+			assert.Equal(t, string(want), b.String(), "run go test ./e2e -update to accept")
+		})
+	}
 }
 
 func TestReportFailed(t *testing.T) {

@@ -175,7 +175,16 @@ func runMode(ctx context.Context, o Options, bins binaryPaths, m kubeproxy.Mode)
 			run.Error = err.Error()
 			return run
 		}
-		log.Info("background Services made", "count", o.BackgroundServices, "seconds", time.Since(tb).Seconds())
+		run.BackgroundSeconds = time.Since(tb).Seconds()
+		log.Info("background Services made", "count", o.BackgroundServices, "seconds", run.BackgroundSeconds)
+		// The suite is to run beside the Services, not beside a proxy still writing them.
+		tw := time.Now()
+		if err := st.WaitProxiesSynced(ctx, o.Timeout); err != nil {
+			run.Error = fmt.Sprintf("background services: kube-proxy did not program them: %v", err)
+			return run
+		}
+		run.BackgroundSyncSeconds = time.Since(tw).Seconds()
+		log.Info("background Services programmed on every node", "seconds", run.BackgroundSyncSeconds)
 	}
 
 	kubeconfig, err := st.ControlPlane().AdminKubeconfig()

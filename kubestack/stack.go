@@ -314,6 +314,31 @@ func (c *Stack) startProxies(ctx context.Context, cp *controlplane.ControlPlane,
 	return c.update(func(r *Record) { r.Processes = append(r.Processes, found...) })
 }
 
+// WaitProxiesSynced waits, within timeout, until every node's kube-proxy has
+// programmed what the API server holds now (kube-proxy's own metrics say so: no change
+// pending, a sync ended after this call, then a quiet period; backends/kubeproxy's rule).
+func (c *Stack) WaitProxiesSynced(ctx context.Context, timeout time.Duration) error {
+	c.mu.Lock()
+	proxies := c.proxies
+	c.mu.Unlock()
+	g, gctx := errgroup.WithContext(ctx)
+	for _, b := range proxies {
+		g.Go(func() error {
+			ctx, cancel := context.WithTimeout(gctx, timeout)
+			defer cancel()
+			for {
+				// One Sync waits at most the stack's StartTimeout; a full sync of many
+				// Services may take longer, so a wait that ran out is asked again.
+				_, err := b.Sync(ctx, nil)
+				if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+					return err
+				}
+			}
+		})
+	}
+	return g.Wait()
+}
+
 // waitReady waits until every Node is Ready and untainted by the node lifecycle
 // controller, and the default service account exists.
 func (c *Stack) waitReady(ctx context.Context, cp *controlplane.ControlPlane) error {
