@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"kpbench.dev/kpbench/backends"
-	"kpbench.dev/kpbench/backends/ipvs"
 	"kpbench.dev/kpbench/backends/kubeproxy"
 	"kpbench.dev/kpbench/internal/netns"
 	"kpbench.dev/kpbench/internal/upstream"
@@ -91,13 +90,17 @@ func Close(ctx context.Context, b backends.Backend) error {
 
 // HasUpstream reports whether the upstream binaries (kube-proxy, kube-apiserver, etcd) are
 // built (`make upstream`).
-func HasUpstream() bool {
+func HasUpstream() bool { return upstreamMissing() == nil }
+
+// upstreamMissing returns why the upstream binaries cannot run (the first one not built,
+// with the make target that builds it), nil when they are all there.
+func upstreamMissing() error {
 	for _, n := range upstream.Names() {
 		if _, err := upstream.Binary(n); err != nil {
-			return false
+			return err
 		}
 	}
-	return true
+	return nil
 }
 
 // Names returns every backend name, sorted.
@@ -182,25 +185,11 @@ func Normalizable() []string {
 // this machine, except those that run only when named (iptables-perrule, which
 // reproduces the 2017 one-call-per-rule behaviour and would take hours at the ladder's
 // sizes). Backends that need IPVS are in only where the kernel has it (inside `kpbench vm
-// run`), upstream kube-proxy only when `make upstream` has built it.
-func Available() []string {
-	var out []string
-	upstreamOK, ipvsOK := HasUpstream(), HasIPVS()
-	for _, f := range Registered() {
-		switch {
-		case f.Caps.ExplicitOnly:
-		case f.Caps.NeedsAPIServer && !upstreamOK:
-		case f.Caps.NeedsIPVS && !ipvsOK:
-		default:
-			out = append(out, f.Name)
-		}
-	}
-	return out
-}
+// run`, or the workshop VM), upstream kube-proxy only when `make upstream` has built it.
+func Available() []string { return ThisMachine().Available() }
 
 // Ours returns Available without upstream kube-proxy: kpbench's own backends that run
-// here (`--backend ours`, what `make bench` runs; upstream's ladder to 10k would not fit
-// its time).
+// here (`--backend ours`; upstream's ladder to 10k would not fit a bench's time).
 func Ours() []string {
 	var out []string
 	for _, n := range Available() {
@@ -213,4 +202,4 @@ func Ours() []string {
 
 // HasIPVS reports whether this kernel has IPVS (asks for the IPVS generic netlink family
 // in the process's own namespace: a query, nothing is written).
-func HasIPVS() bool { return ipvs.Probe("/proc/self/ns/net") == nil }
+func HasIPVS() bool { return probeIPVS() == nil }

@@ -83,7 +83,7 @@ func Probe(nsPath string) error {
 		return fmt.Errorf("probe ipvs: open netns %s: %w", nsPath, err)
 	}
 	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_GENERIC)
+	h, err := genlHandle(ns)
 	if err != nil {
 		return fmt.Errorf("probe ipvs: netlink handle in %s: %w", nsPath, err)
 	}
@@ -95,6 +95,19 @@ func Probe(nsPath string) error {
 		return fmt.Errorf("probe ipvs in %s: %w", nsPath, err)
 	}
 	return nil
+}
+
+// genlHandle opens a generic netlink socket in ns. In the caller's own namespace it opens
+// it directly: entering a namespace, even one's own, needs CAP_SYS_ADMIN, and asking
+// whether the kernel has IPVS needs no privilege (`kpbench validate` asks without root).
+func genlHandle(ns vnetns.NsHandle) (*netlink.Handle, error) {
+	if cur, err := vnetns.Get(); err == nil {
+		defer cur.Close()
+		if cur.Equal(ns) {
+			return netlink.NewHandle(unix.NETLINK_GENERIC)
+		}
+	}
+	return netlink.NewHandleAt(ns, unix.NETLINK_GENERIC)
 }
 
 // New returns a Backend for one node. It rejects unknown schedulers, then probes the

@@ -40,7 +40,7 @@ Exit status: 0 every case × backend passed, xfailed or xpassed (or skipped, wit
 		Args:    cobra.NoArgs,
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opener, backends, err := bf.kf.openerAndBackends(cmd, backend)
+			opener, backends, err := bf.kf.openerAndBackends(cmd, backend, "")
 			if err != nil {
 				return err
 			}

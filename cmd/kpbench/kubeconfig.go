@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 
+	"kpbench.dev/kpbench/backends/all"
 	"kpbench.dev/kpbench/cluster"
 	"kpbench.dev/kpbench/cluster/kube"
 	"kpbench.dev/kpbench/internal/upstream"
@@ -92,14 +93,15 @@ func (f *benchFlags) add(cmd *cobra.Command, allowSkipDoc string) {
 }
 
 // openerAndBackends returns the opener (nil: the lab) and the backends --backend names
-// (parseBackends); with --kubeconfig there are none: the cluster's own proxy runs the
-// scenarios.
-func (k *kubeFlags) openerAndBackends(cmd *cobra.Command, backend string) (scenarios.Opener, []string, error) {
+// plus those of --backend-if-available that can run here (selectBackends, which says on
+// stderr why any was left out); with --kubeconfig there are none: the cluster's own proxy
+// runs the scenarios.
+func (k *kubeFlags) openerAndBackends(cmd *cobra.Command, backend, ifAvailable string) (scenarios.Opener, []string, error) {
 	opener, err := k.opener(cmd)
 	if err != nil || opener != nil {
 		return opener, nil, err
 	}
-	backends, err := parseBackends(backend)
+	backends, err := selectBackends(cmd.ErrOrStderr(), cmd.CommandPath(), backend, ifAvailable, all.ThisMachine)
 	return nil, backends, err
 }
 
@@ -110,7 +112,7 @@ func (k *kubeFlags) opener(cmd *cobra.Command) (scenarios.Opener, error) {
 	if !k.enabled() {
 		return nil, nil
 	}
-	for _, name := range []string{"backend", "tools", "rounds"} {
+	for _, name := range []string{"backend", ifAvailableFlag, "tools", "rounds"} {
 		if cmd.Flags().Changed(name) {
 			return nil, badInput("--%s is a lab flag: with --kubeconfig the cluster's own proxy runs the scenarios", name)
 		}

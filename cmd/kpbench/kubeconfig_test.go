@@ -336,6 +336,7 @@ current-context: ctx
 		{"cleanup without kubeconfig", []string{"cluster", "cleanup"}, "--kubeconfig is required"},
 		{"lab flag with kubeconfig", []string{"check", "x.yaml", "--kubeconfig", kc, "--backend", "nftables"}, "--backend is a lab flag"},
 		{"conform lab flag", []string{"conform", "--kubeconfig", kc, "--backend", "nftables"}, "--backend is a lab flag"},
+		{"run: backends if available are the lab's", []string{"run", "../../scenarios/churn-small.yaml", "--kubeconfig", kc, "--backend-if-available", "ipvs"}, "--backend-if-available is a lab flag"},
 		{"run dry-run", []string{"run", "../../scenarios/churn-small.yaml", "--kubeconfig", kc, "--dry-run"}, "--dry-run: only check --kubeconfig has it"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

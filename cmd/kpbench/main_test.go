@@ -41,6 +41,7 @@ func TestExitCodesForBadInput(t *testing.T) {
 		{"group without subcommand prints help", []string{"lab"}, exitOK, ""},
 		{"unknown vm subcommand", []string{"vm", "bogus"}, exitBadInput, `unknown command "bogus" for "kpbench vm"`},
 		{"run: bad backend", []string{"run", "x.yaml", "--backend", "bogus"}, exitBadInput, "allowed values are all, ours, or"},
+		{"validate: bad backend if available", []string{"validate", "../../scenarios/bench.yaml", "--backend", "nftables", "--backend-if-available", "ipvsx"}, exitBadInput, `--backend-if-available "ipvsx"`},
 		{"run: missing scenario", []string{"run", "/nonexistent/scenario.yaml"}, exitBadInput, "/nonexistent/scenario.yaml"},
 		{"check: seed with placeholders", []string{"check", "../../manifest/testdata/seed-inference-placeholders.yaml"}, exitBadInput, "containerPort: Invalid value: \"xxxx\""},
 		{"check: bad backend", []string{"check", "x.yaml", "--backend", "bogus"}, exitBadInput, "allowed values are"},

@@ -43,17 +43,19 @@ func defaultOut(name string) string {
 }
 
 func newRunCmd() *cobra.Command {
-	var backend, out string
+	var backend, ifAvailable, out string
 	var waitTimeout time.Duration
 	var rounds int
 	var bf benchFlags
 	cmd := &cobra.Command{
-		Use:   "run SCENARIO [--backend B[,B...]|all|ours] [--out DIR]",
+		Use:   "run SCENARIO [--backend B[,B...]|all|ours] [--backend-if-available B[,B...]] [--out DIR]",
 		Short: "Run a scenario on one or more backends and write its results and report",
 		Long: `run builds the scenario's lab for each backend in turn, applies its manifests, runs its steps
 (changes, waits, expectations, measurements) and writes DIR/results.json with the environment,
 raw samples and summaries, plus bench.txt, CSV files, junit.xml, plots and report.html,
 and each node agent's metrics under kube-proxy's names (metrics-<backend>-<node>.prom).
+--backend-if-available adds backends where this machine can run them (ipvs where the
+kernel has IPVS), and names each one it leaves out on stderr with the reason.
 After a failed step, the nodes' state (rule dumps, IPVS's connection table, conntrack's
 flows) goes to DIR/state/<scenario>-<backend>-step<N>.txt.
 
@@ -63,11 +65,12 @@ A case that was skipped (not checked on a backend) is not a pass: exit 1 unless
 Exit status: 0 every expectation held, 1 an expectation failed or was skipped, 2 bad
 input, 3 the bench failed.`,
 		Example: `  kpbench run scenarios/scale.yaml --backend iptables,iptables-legacy,nftables --out out/scale
-  kpbench run scenarios/examples/nginx-nodeport.scenario.yaml --backend all`,
+  kpbench run scenarios/examples/nginx-nodeport.scenario.yaml --backend all
+  kpbench run scenarios/bench.yaml --backend iptables,nftables --backend-if-available ipvs`,
 		Args:    exactArgs(1),
 		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opener, backends, err := bf.kf.openerAndBackends(cmd, backend)
+			opener, backends, err := bf.kf.openerAndBackends(cmd, backend, ifAvailable)
 			if err != nil {
 				return err
 			}
@@ -117,6 +120,7 @@ input, 3 the bench failed.`,
 		},
 	}
 	cmd.Flags().StringVar(&backend, "backend", "", "backends to run, comma-separated, all (every backend that runs here) or ours (all but upstream kube-proxy) (default: the scenario's proxy mode)")
+	addIfAvailableFlag(cmd, &ifAvailable)
 	cmd.Flags().StringVar(&out, "out", "", "results directory (default out/<time>-<scenario>)")
 	cmd.Flags().IntVar(&rounds, "rounds", 0, "run the backends this many times, interleaved (A B, B A, ...), each pass labelled round=N for kpbench gate (0: 3 for two variants of one proxy mode, else 1)")
 	addWaitTimeoutFlag(cmd, &waitTimeout, os.Getenv)

@@ -11,15 +11,16 @@ import (
 	"gopkg.in/yaml.v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"kpbench.dev/kpbench/backends/all"
 	"kpbench.dev/kpbench/internal/yamlpos"
 	"kpbench.dev/kpbench/manifest"
 	"kpbench.dev/kpbench/scenarios"
 )
 
 func newValidateCmd() *cobra.Command {
-	var backend string
+	var backend, ifAvailable string
 	cmd := &cobra.Command{
-		Use:   "validate FILE... [--backend B[,B...]]",
+		Use:   "validate FILE... [--backend B[,B...]] [--backend-if-available B[,B...]]",
 		Short: "Check scenario, manifest and proxy configuration files without running anything",
 		Long: `validate reads each file as run, check and conform would, and reports every problem with
 its file, line and field: a Scenario (apiVersion kpbench.dev/v1alpha1) with the manifests
@@ -27,7 +28,8 @@ and KubeProxyConfiguration it references, its steps and their measurements' para
 (a measurement that cannot produce a sample where it stands is an error); a
 KubeProxyConfiguration file; or a manifest file. Nothing is built and no root is needed.
 With --backend, the checks that depend on the backends (IPVS experiments, per-rule
-timings) run too.
+timings) run too; --backend-if-available selects as run does (each backend left out is
+named on stderr with the reason), so it shows what a run would run here.
 
 Exit status: 0 every file is valid, 2 a file is not (every error is printed).`,
 		Example: `  kpbench validate scenarios/*.yaml scenarios/conformance/*.yaml
@@ -39,7 +41,7 @@ Exit status: 0 every file is valid, 2 a file is not (every error is printed).`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, files []string) error {
-			backends, err := parseBackends(backend)
+			backends, err := selectBackends(cmd.ErrOrStderr(), cmd.CommandPath(), backend, ifAvailable, all.ThisMachine)
 			if err != nil {
 				return err
 			}
@@ -59,6 +61,7 @@ Exit status: 0 every file is valid, 2 a file is not (every error is printed).`,
 		},
 	}
 	cmd.Flags().StringVar(&backend, "backend", "", "also check what depends on these backends (comma-separated, all or ours)")
+	addIfAvailableFlag(cmd, &ifAvailable)
 	return cmd
 }
 
