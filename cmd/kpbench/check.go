@@ -46,7 +46,6 @@ failed.`,
 			}
 			return nil
 		},
-		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, files []string) error {
 			if bf.kf.enabled() {
 				bf.kf.allowNotChecked = bf.kf.allowNotChecked || bf.allowSkip
@@ -72,6 +71,9 @@ failed.`,
 				return usageError{err}
 			}
 			ros := manifest.RuntimeObjects(objs)
+			if err := requireRoot(cmd, nil); err != nil { // after the input's checks: bad input says so first
+				return err
+			}
 			ctx := cmd.Context()
 			start := time.Now()
 			tb, err := testbed.Start(ctx, testbed.Options{

@@ -54,11 +54,13 @@ func newClusterUpCmd() *cobra.Command {
   export KUBECONFIG=/run/kpbench/clusters/demo/kubeconfig
   kubectl get nodes -o wide
   kpbench cluster down --name demo`,
-		Args:    exactArgs(0),
-		PreRunE: requireRoot,
+		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.config()
 			if err != nil {
+				return err
+			}
+			if err := requireRoot(cmd, nil); err != nil { // after the input's checks: bad input says so first
 				return err
 			}
 			if f.detach {

@@ -45,8 +45,8 @@ func TestClusterBadInput(t *testing.T) {
 		{"status: unknown cluster", []string{"cluster", "status", "--name", "nope", "--dir", dir}, "no such cluster"},
 		{"status: bad output", []string{"cluster", "status", "--name", "nope", "-o", "yaml", "--dir", dir}, "allowed values are table, json"},
 		{"down: no target", []string{"cluster", "down", "--dir", dir}, "exactly one of"},
-		{"down: unknown cluster", []string{"cluster", "down", "--name", "nope", "--dir", dir}, "no such cluster"},
 	}
+	downUnknown := []string{"cluster", "down", "--name", "nope", "--dir", dir} // reads the records as root
 	if ipvs.Probe("/proc/self/ns/net") != nil {
 		tests = append(tests, struct {
 			name    string
@@ -62,6 +62,12 @@ func TestClusterBadInput(t *testing.T) {
 			assert.Contains(t, errOut.String(), tt.wantErr)
 		})
 	}
+	t.Run("down: unknown cluster", func(t *testing.T) {
+		testutil.RequireRoot(t)
+		var out, errOut bytes.Buffer
+		assert.Equal(t, exitBadInput, run(downUnknown, &out, &errOut), "stderr: %s", errOut.String())
+		assert.Contains(t, errOut.String(), "no such cluster")
+	})
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	assert.Empty(t, entries, "bad input builds nothing")

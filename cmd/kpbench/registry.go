@@ -131,9 +131,8 @@ func newDownCmd(kind, short, example, allDoc string, byName func(string) error,
 		Short:   short,
 		Example: example,
 		Args:    exactArgs(0),
-		PreRunE: requireRoot,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return f.run(cmd.OutOrStdout(), kind, byName, downAll)
+			return f.run(cmd, kind, byName, downAll)
 		},
 	}
 	f.add(cmd.Flags(), kind, allDoc)
@@ -155,11 +154,15 @@ func (f *downFlags) add(fs *pflag.FlagSet, kind, allDoc string) {
 
 // run removes the named one with byName, or every one whose owner is gone (every one,
 // with --force) with downAll, and says what it did; more is added to the --all summary.
-func (f downFlags) run(out io.Writer, kind string, byName func(string) error,
+func (f downFlags) run(cmd *cobra.Command, kind string, byName func(string) error,
 	downAll func(force bool) (removed, refused []string, more string, err error)) error {
 	if (f.name == "") == !f.all {
 		return badInput("give exactly one of --name NAME or --all")
 	}
+	if err := requireRoot(cmd, nil); err != nil { // after the input's checks: bad input says so first
+		return err
+	}
+	out := cmd.OutOrStdout()
 	if f.name != "" {
 		if err := byName(f.name); err != nil {
 			return unknownIsBadInput(err)

@@ -67,8 +67,7 @@ input, 3 the bench failed.`,
 		Example: `  kpbench run scenarios/scale.yaml --backend iptables,iptables-legacy,nftables --out out/scale
   kpbench run scenarios/examples/nginx-nodeport.scenario.yaml --backend all
   kpbench run scenarios/bench.yaml --backend iptables,nftables --backend-if-available ipvs`,
-		Args:    exactArgs(1),
-		PreRunE: requireRoot,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opener, backends, err := bf.kf.openerAndBackends(cmd, backend, ifAvailable)
 			if err != nil {
@@ -100,6 +99,9 @@ input, 3 the bench failed.`,
 			}
 			if out == "" {
 				out = defaultOut(sc.Name)
+			}
+			if err := requireRoot(cmd, nil); err != nil { // after the input's checks: bad input says so first
+				return err
 			}
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
