@@ -147,3 +147,21 @@ func TestComparePairedControls(t *testing.T) {
 		}
 	})
 }
+
+// TestComparePairedSeesWhatJudged: a figure too noisy as measured (a machine whose load
+// swings ±60% round to round) but judged "~" by its ratio to the interleaved control shows
+// the ratio's SEES, the reach of the test that decided, never the raw figure's wider one.
+func TestComparePairedSeesWhatJudged(t *testing.T) {
+	c := Compare(pairedRun(pairedShape{seed: 1, load: 0.6}), pairedRun(pairedShape{seed: 2, load: 0.6}), CompareOptions{Threshold: 0.10})
+	judged := 0
+	for _, d := range c.Deltas {
+		if d.Verdict != VerdictSame || !d.Decl.Gated {
+			continue
+		}
+		assert.LessOrEqual(t, d.Detectable, 0.10, "%s: %s with SEES %.3f", d.Metric, d.Test, d.Detectable)
+		if d.Test == "mann-whitney of the ratio to its control" {
+			judged++
+		}
+	}
+	assert.Positive(t, judged, "no figure was judged by its ratio: the case does not test it")
+}

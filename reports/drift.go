@@ -287,7 +287,8 @@ func applyPaired(d *Delta, oc, nc mcell, cd ControlDrift, opts CompareOptions, l
 		case VerdictRegression:
 			d.Verdict, d.Why = VerdictRegression, nd.Why+" of the ratio to its control"
 		default:
-			d.Verdict, d.P, d.Test, d.Why = nd.Verdict, nd.P, nd.Test+" of the ratio to its control", ""
+			// SEES is then the ratio's: the figure is judged by it.
+			d.Verdict, d.P, d.Test, d.Why, d.Detectable = nd.Verdict, nd.P, nd.Test+" of the ratio to its control", "", nd.Detectable
 			return
 		}
 	}
