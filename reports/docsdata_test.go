@@ -69,7 +69,6 @@ func unjudgeable(r *Results) []string {
 // while listed they must still be unjudgeable, so that a regenerated file leaves the list
 // and is held to the rule. The list only shrinks.
 var awaitingRerun = map[string]string{
-	"../docs/data/bench":                                   "make bench OUT=docs/data/bench (and more samples in scenarios/bench.yaml)",
 	"../docs/data/vm-ladder":                               "make vm-ladder OUT=docs/data/vm-ladder",
 	"../docs/data/kernel-matrix-2026-12-04/6.1.0-57":       "kpbench vm run --kernel 6.1.0-57 -- run scenarios/kernel-matrix.yaml --backend nftables",
 	"../docs/data/kernel-matrix-2026-12-04/6.12.118+deb12": "kpbench vm run --kernel 6.12.118+deb12 -- run scenarios/kernel-matrix.yaml --backend nftables",
