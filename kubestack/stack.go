@@ -292,14 +292,8 @@ func (c *Stack) startProxies(ctx context.Context, cp *controlplane.ControlPlane,
 	c.mu.Lock()
 	c.proxies = proxies
 	c.mu.Unlock()
-	g, gctx := errgroup.WithContext(ctx)
-	for _, b := range proxies {
-		g.Go(func() error {
-			_, err := b.Sync(gctx, nil) // starts kube-proxy, returns after its first sync
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
+	// The first Sync of each starts its kube-proxy and returns after its first sync.
+	if err := c.WaitProxiesSynced(ctx, c.cfg.StartTimeout); err != nil {
 		return err
 	}
 	var found []ProcessRecord

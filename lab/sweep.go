@@ -5,6 +5,8 @@ package lab
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -78,8 +80,12 @@ func DownAll(reg Registry, o DownOptions) (DownResult, error) {
 	if err != nil {
 		return res, errors.Join(append(errs, err)...)
 	}
+	// Listed after the namespaces: a lab enters its registry in the index, and records
+	// itself, before it creates its first namespace, so every lab of a listed namespace
+	// has a registry in this list.
+	regs := sweptRegistries(reg)
 	for _, n := range all {
-		if ownerOfNamespace(reg, n) {
+		if ownerOfNamespace(regs, n) {
 			continue
 		}
 		res.Orphans = append(res.Orphans, n)
@@ -88,10 +94,29 @@ func DownAll(reg Registry, o DownOptions) (DownResult, error) {
 	return res, errors.Join(errs...)
 }
 
+// sweptRegistries returns the registries a sweep asks about a namespace's lab: reg, the
+// default one and those of RegistryIndexDir, each once.
+func sweptRegistries(reg Registry) []Registry {
+	regs := []Registry{reg}
+	for _, r := range append([]Registry{{Dir: DefaultRegistryDir}}, indexedRegistries()...) {
+		if !slices.ContainsFunc(regs, func(o Registry) bool { return sameDir(o.Dir, r.Dir) }) {
+			regs = append(regs, r)
+		}
+	}
+	return regs
+}
+
+// sameDir reports whether two directory names name one directory.
+func sameDir(a, b string) bool {
+	absA, errA := filepath.Abs(a)
+	absB, errB := filepath.Abs(b)
+	return errA == nil && errB == nil && absA == absB
+}
+
 // ownerOfNamespace reports whether a kpb namespace still has a live owner: a lab whose owner
-// runs, registered in reg or in any registry of RegistryIndexDir (read now, so a lab created
-// during the sweep is spared), or a test process (`kpbt<pid>-...`) that is still running.
-func ownerOfNamespace(reg Registry, name string) bool {
+// runs, registered in one of regs (its record read now, so a lab that stops during the
+// sweep is not spared), or a test process (`kpbt<pid>-...`) that is still running.
+func ownerOfNamespace(regs []Registry, name string) bool {
 	if rest, ok := strings.CutPrefix(name, netns.TestPrefix); ok {
 		pidStr, _, _ := strings.Cut(rest, "-")
 		pid, err := strconv.Atoi(pidStr)
@@ -99,7 +124,7 @@ func ownerOfNamespace(reg Registry, name string) bool {
 	}
 	if rest, ok := strings.CutPrefix(name, netns.Prefix+"-"); ok {
 		labName, _, _ := strings.Cut(rest, "-")
-		for _, r := range append([]Registry{reg, {Dir: DefaultRegistryDir}}, indexedRegistries()...) {
+		for _, r := range regs {
 			if rec, err := r.Read(labName); err == nil && rec.OwnerAlive() {
 				return true
 			}

@@ -31,6 +31,26 @@ func oneMetric(name, unit string, samples []float64) *Results {
 	return r
 }
 
+// onceDeclared is a run with one full sync, its figure declared informational for why
+// (empty: gated as declared).
+func onceDeclared(v float64, why string) *Results {
+	r := oneMetric(MeasureSync, UnitSeconds, []float64{v})
+	r.Runs[0].Measurements[0].Informational = why
+	return r
+}
+
+// informationalIn reports whether a run's figure is declared informational.
+func informationalIn(r *Results) bool {
+	for _, run := range r.Runs {
+		for _, m := range run.Measurements {
+			if m.Informational != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func TestCompare(t *testing.T) {
 	const metric = "sync/backend=iptables/services=20000/kind=full"
 	tests := []struct {
@@ -124,6 +144,17 @@ func TestCompare(t *testing.T) {
 			&Results{SchemaVersion: SchemaVersion},
 			oneMetric(MeasureSync, UnitSeconds, around(1, 10, 5.9, 0.02)),
 			false, VerdictNew, ""},
+		// A gated figure measured once a side cannot be judged; declared informational by
+		// its scenario (on either side) it is shown, never gated, and compare says so.
+		{"measured once, gated: cannot judge, fails",
+			onceDeclared(55.1, ""), onceDeclared(96.9, ""),
+			false, VerdictUnjudged, "cannot be judged"},
+		{"measured once, informational in NEW: shown, passes",
+			onceDeclared(55.1, ""), onceDeclared(96.9, "once within the budget"),
+			false, VerdictSame, ""},
+		{"measured once, informational in OLD: shown, passes",
+			onceDeclared(55.1, "once within the budget"), onceDeclared(96.9, ""),
+			false, VerdictSame, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,6 +172,11 @@ func TestCompare(t *testing.T) {
 			require.NoError(t, c.Write(&out))
 			assert.Contains(t, out.String(), d.Metric)
 			assert.Contains(t, out.String(), string(tt.want))
+			informational := informationalIn(tt.old) || informationalIn(tt.new)
+			assert.Equal(t, map[bool]int{true: 1}[informational], strings.Count(out.String(), "INFORMATIONAL (shown, not gated): "+metric), out.String())
+			if informational {
+				assert.False(t, d.Decl.Gated, "declared informational, yet gated")
+			}
 			if err != nil {
 				assert.Contains(t, out.String(), "\nFAIL: ")
 			} else {
@@ -496,49 +532,5 @@ func TestCompareUndeclaredResults(t *testing.T) {
 	assert.Len(t, c.Regressions(), 2*3-len(noisy), "full syncs at 3 sizes on 2 backends")
 	for _, d := range c.Regressions() {
 		assert.Contains(t, d.Metric, "/kind=full", d.Why)
-	}
-}
-
-// TestCompareInformational: a gated figure measured once a side cannot be judged and
-// fails compare; the same figure declared informational by its scenario is shown, never
-// gated, and compare says so. The gate leaves it out as well.
-func TestCompareInformational(t *testing.T) {
-	const metric = "sync/backend=iptables/services=20000/kind=full"
-	once := func(v float64, why string) *Results {
-		r := oneMetric(MeasureSync, UnitSeconds, []float64{v})
-		r.Runs[0].Measurements[0].Informational = why
-		return r
-	}
-	tests := []struct {
-		name          string
-		old, new      *Results
-		want          Verdict
-		wantErr       string
-		wantInfoLines int
-	}{
-		{"measured once, gated: cannot judge, fails", once(55.1, ""), once(96.9, ""), VerdictUnjudged, "cannot be judged", 0},
-		{"measured once, informational in NEW: shown, passes", once(55.1, ""), once(96.9, "once within the budget"), "", "", 1},
-		{"measured once, informational in OLD: shown, passes", once(55.1, "once within the budget"), once(96.9, ""), "", "", 1},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := Compare(tt.old, tt.new, CompareOptions{Threshold: 0.10})
-			i := slices.IndexFunc(c.Deltas, func(d Delta) bool { return d.Metric == metric })
-			require.GreaterOrEqual(t, i, 0, "no delta %s", metric)
-			d := c.Deltas[i]
-			if tt.want != "" {
-				assert.Equal(t, tt.want, d.Verdict)
-			}
-			assert.Equal(t, tt.wantInfoLines == 0, d.Decl.Gated, "gated")
-			err := c.Err()
-			if tt.wantErr == "" {
-				assert.NoError(t, err)
-			} else {
-				assert.ErrorContains(t, err, tt.wantErr)
-			}
-			var out strings.Builder
-			require.NoError(t, c.Write(&out))
-			assert.Equal(t, tt.wantInfoLines, strings.Count(out.String(), "INFORMATIONAL (shown, not gated): "+metric), out.String())
-		})
 	}
 }

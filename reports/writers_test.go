@@ -287,6 +287,14 @@ func TestWriteHTML(t *testing.T) {
 	for _, external := range []string{"<script", "<link", " src=", "url(http"} {
 		assert.NotContains(t, page, external, "self-contained")
 	}
+	t.Run("informational figure marked", func(t *testing.T) {
+		var b bytes.Buffer
+		require.NoError(t, WriteHTML(&b, onceDeclared(55.1, "once within the budget")))
+		assert.Contains(t, b.String(), "services=20000 kind=full (informational, never gated: once within the budget)")
+		b.Reset()
+		require.NoError(t, WriteHTML(&b, onceDeclared(55.1, "")))
+		assert.NotContains(t, b.String(), "informational, never gated")
+	})
 	t.Run("empty run", func(t *testing.T) {
 		var b bytes.Buffer
 		require.NoError(t, WriteHTML(&b, &Results{Scenario: "x"}))
