@@ -56,19 +56,19 @@ func seconds(ds []time.Duration) []float64 {
 // service, and wait until the change is programmed); a full sync rewrites everything on
 // the current state.
 //
-// control, when not nil, is the machine control: it is called twice around every timed
-// sync (just before and just after it), and the sum of its two durations is sample i of
-// the control measurement (kind "full-control" or "partial-control", marked
-// reports.ExtraInterleaved), so that compare can judge each sync against the machine it ran on.
+// control, when not nil, is the machine control: it runs through every timed sync (see
+// controlDuring), and its sample i (kind "full-control" or "partial-control", marked
+// reports.ExtraInterleaved) is what it measured in the window of sync i, so that compare
+// can judge each sync against the machine it ran on.
 func Sync(ctx context.Context, ag cluster.Proxy, full bool, repeats int, change func(ctx context.Context, i int) error, control func() time.Duration, extra map[string]string) ([]Measurement, error) {
 	var total, gen, apply, cpu, ctl []time.Duration
 	var bytes, rules, changed []float64
 	var unplanned []agent.SyncRecord
 	for i := range repeats {
 		var rec agent.SyncRecord
-		var before time.Duration
+		var stopControl func() time.Duration
 		if control != nil {
-			before = control()
+			stopControl = controlDuring(control)
 		}
 		if full {
 			r, err := ag.ForceSync(ctx, true)
@@ -87,8 +87,8 @@ func Sync(ctx context.Context, ag cluster.Proxy, full bool, repeats int, change 
 			}
 			rec = r
 		}
-		if control != nil {
-			ctl = append(ctl, before+control())
+		if stopControl != nil {
+			ctl = append(ctl, stopControl())
 		}
 		total = append(total, rec.Duration())
 		gen = append(gen, rec.Result.Generate+rec.View)
@@ -142,6 +142,48 @@ func Sync(ctx context.Context, ag cluster.Proxy, full bool, repeats int, change 
 		mk(reports.MeasureSyncRules, "count", rules),
 		mk(reports.MeasureSyncChangedServices, "count", changed),
 	), nil
+}
+
+// controlDuring starts the machine control for one timed sync and returns the function
+// that ends it and gives the sample. The control runs once before the sync starts, then
+// back to back in a goroutine of its own throughout the sync, and once more after it. The
+// sample is twice the mean unit: on an idle machine the same figure as a unit before and
+// a unit after the sync summed, which is what controls measured before they shared the
+// sync's window.
+//
+// Sharing the window is the point: what slows a sync on a busy machine is competition for
+// the cores while the sync's own processes (the proxy, its restore tool, the kernel's work
+// on their behalf) are runnable, and a control run only around the sync, when they are not,
+// meets a busy loop with a core to spare and sees nothing. It runs back to back, not paced,
+// because a thread that asks for less than its fair share of the cores is scheduled as soon
+// as it wakes and would not see the competition either; asking for a whole core, it gets
+// the share any runnable thread gets, as the sync does.
+func controlDuring(control func() time.Duration) (stop func() time.Duration) {
+	units := []time.Duration{control()}
+	done := make(chan struct{})
+	during := make(chan []time.Duration, 1)
+	go func() {
+		var ds []time.Duration
+		for {
+			select {
+			case <-done:
+				during <- ds
+				return
+			default:
+				ds = append(ds, control())
+			}
+		}
+	}()
+	return func() time.Duration {
+		close(done)
+		units = append(units, <-during...)
+		units = append(units, control())
+		var sum time.Duration
+		for _, d := range units {
+			sum += d
+		}
+		return 2 * sum / time.Duration(len(units))
+	}
 }
 
 // MachineWork is the sync's machine control: a fixed amount of CPU and memory work
