@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -136,6 +137,27 @@ func TestComparePairedControls(t *testing.T) {
 		c := Compare(pairedRun(pairedShape{seed: 1, load: 0.5}), pairedRun(pairedShape{seed: 2, load: 0.5, machine: 1.6}), CompareOptions{Threshold: 0.10})
 		require.NoError(t, c.Err())
 	})
+	t.Run("a control that moved with the figure, less than the threshold: drift", func(t *testing.T) {
+		// The machine +9% (the control's move, within the threshold) and +6% more on the
+		// figures alone: +15.5% as measured, +6% against the control, within 10%. With
+		// the machine unchanged, the same +15.5% in the code alone is a regression.
+		for _, tc := range []struct {
+			newRun pairedShape
+			want   Verdict
+		}{
+			{pairedShape{seed: 2, load: 0.05, machine: 1.09, figure: 1.06}, VerdictDrift},
+			{pairedShape{seed: 2, load: 0.05, figure: 1.155}, VerdictRegression},
+		} {
+			c := Compare(pairedRun(pairedShape{seed: 1, load: 0.05}), pairedRun(tc.newRun), CompareOptions{Threshold: 0.10})
+			var out bytes.Buffer
+			require.NoError(t, c.Write(&out))
+			for _, d := range c.Deltas {
+				if slices.Contains(lookups, d.Metric) {
+					assert.Equal(t, tc.want, d.Verdict, "%s\n%s", d.Metric, out.String())
+				}
+			}
+		}
+	})
 	t.Run("controls not interleaved (older files): the median rule", func(t *testing.T) {
 		c := Compare(pairedRun(pairedShape{seed: 1, load: 0.05, notInterleaved: true}),
 			pairedRun(pairedShape{seed: 2, load: 0.05, figure: 3, notInterleaved: true}), CompareOptions{Threshold: 0.10})
@@ -164,4 +186,67 @@ func TestComparePairedSeesWhatJudged(t *testing.T) {
 		}
 	}
 	assert.Positive(t, judged, "no figure was judged by its ratio: the case does not test it")
+}
+
+// tailRun is one backend's lookups at 1k, 1,500 rounds, with stalls (x4, in 3% of the
+// samples, each sample on its own) added to the connects, to their established control,
+// or to both: a busy machine stretches tails and leaves medians where they were.
+func tailRun(seed uint64, stallFigures, stallControl bool) *Results {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	r := &Results{SchemaVersion: SchemaVersion}
+	r.Declare(
+		Metric{Measurement: MeasureLookup, Match: map[string]string{"kind": "connect"}, Title: "first-packet latency", Unit: UnitSeconds, Better: LowerIsBetter,
+			Gated: true, Test: TestLocation, MinSamples: 50, Statistics: []string{"p50", "p99"}, Control: LookupControl()},
+		Metric{Measurement: MeasureLookup, Match: map[string]string{"kind": "established"}, Title: "control", Unit: UnitSeconds, Better: LowerIsBetter},
+	)
+	sample := func(median float64, stalls bool) float64 {
+		v := median * math.Exp(rng.NormFloat64()*0.3)
+		if stalls && rng.Float64() < 0.03 {
+			v *= 4
+		}
+		return v
+	}
+	series := func(median float64, stalls bool) []float64 {
+		s := make([]float64, 1500)
+		for i := range s {
+			s[i] = sample(median, stalls)
+		}
+		return s
+	}
+	p := func(kind, pos string) map[string]string {
+		return map[string]string{"services": "1000", "kind": kind, "position": pos}
+	}
+	r.Add("iptables", Measurement{Name: MeasureLookup, Params: p("connect", "last"), Unit: UnitSeconds, Samples: series(90e-6, stallFigures)})
+	r.Add("iptables", Measurement{Name: MeasureLookup, Params: p("established", "established"), Unit: UnitSeconds, Samples: series(42e-6, stallControl),
+		Extra: map[string]float64{ExtraInterleaved: 1}})
+	return r
+}
+
+// TestComparePairedTails: a connect's p99 that grew with its median unchanged is set
+// against its control's p99, not the control's median. A busy machine that stretched the
+// tails of both (the connect p99 +77% beside its control's p99 +80% in a make bench beside
+// a make test) is drift and passes; stalls in the connects alone, the control's tail
+// unchanged, are a regression.
+func TestComparePairedTails(t *testing.T) {
+	const last = "lookup/backend=iptables/services=1000/kind=connect/position=last"
+	tests := []struct {
+		name                       string
+		stallFigures, stallControl bool
+		want                       Verdict
+	}{
+		{name: "tails of both stretched: drift", stallFigures: true, stallControl: true, want: VerdictDrift},
+		{name: "the connects' tail alone: regression", stallFigures: true, want: VerdictRegression},
+		{name: "the control's tail alone: the connects unchanged", stallControl: true, want: VerdictSame},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Compare(tailRun(1, false, false), tailRun(2, tt.stallFigures, tt.stallControl), CompareOptions{Threshold: 0.10})
+			var out bytes.Buffer
+			require.NoError(t, c.Write(&out))
+			i := slices.IndexFunc(c.Deltas, func(d Delta) bool { return d.Metric == last })
+			require.GreaterOrEqual(t, i, 0, out.String())
+			assert.Equal(t, tt.want, c.Deltas[i].Verdict, out.String())
+			assert.Equal(t, tt.want == VerdictRegression, c.Err() != nil, out.String())
+		})
+	}
 }
