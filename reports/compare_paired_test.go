@@ -24,8 +24,6 @@ type pairedShape struct {
 	figure float64
 	// interleaved false writes the controls without the mark, as files written before.
 	notInterleaved bool
-	// syncControlMethod is written as the sync control's ExtraControlMethod (0: absent).
-	syncControlMethod float64
 }
 
 // pairedRun is one backend with 5 full syncs beside their machine control and 200
@@ -70,11 +68,7 @@ func pairedRun(s pairedShape) *Results {
 	}
 	figs, ctl := pair(5, 0.3, 0.005, 1)
 	r.Add("iptables", Measurement{Name: MeasureSync, Params: p("kind", "full"), Unit: UnitSeconds, Samples: figs[0]})
-	syncMark := mark
-	if s.syncControlMethod != 0 {
-		syncMark = map[string]float64{ExtraInterleaved: 1, ExtraControlMethod: s.syncControlMethod}
-	}
-	r.Add("iptables", Measurement{Name: MeasureSync, Params: p("kind", "full-control"), Unit: UnitSeconds, Samples: ctl, Extra: syncMark})
+	r.Add("iptables", Measurement{Name: MeasureSync, Params: p("kind", "full-control"), Unit: UnitSeconds, Samples: ctl, Extra: mark})
 	figs, ctl = pair(200, 60e-6, 20e-6, 3)
 	for i, pos := range []string{"first", "middle", "last"} {
 		r.Add("iptables", Measurement{Name: MeasureLookup, Params: p("kind", "connect", "position", pos), Unit: UnitSeconds, Samples: figs[i]})
@@ -162,22 +156,6 @@ func TestComparePairedControls(t *testing.T) {
 					assert.Equal(t, tc.want, d.Verdict, "%s\n%s", d.Metric, out.String())
 				}
 			}
-		}
-	})
-	t.Run("sync controls taken two ways are not paired", func(t *testing.T) {
-		// A machine 2x slower in NEW: with both sync controls taken one way the full sync
-		// is drift; with NEW's control taken another way (its factor is the method's),
-		// the sync has no control to be explained by and is judged as measured.
-		for _, tc := range []struct {
-			method float64
-			want   Verdict
-		}{{0, VerdictDrift}, {2, VerdictRegression}} {
-			c := Compare(pairedRun(pairedShape{seed: 1, load: 0.05}), pairedRun(pairedShape{seed: 2, load: 0.05, machine: 2, syncControlMethod: tc.method}), CompareOptions{Threshold: 0.10})
-			var out bytes.Buffer
-			require.NoError(t, c.Write(&out))
-			i := slices.IndexFunc(c.Deltas, func(d Delta) bool { return d.Metric == full })
-			require.GreaterOrEqual(t, i, 0)
-			assert.Equal(t, tc.want, c.Deltas[i].Verdict, out.String())
 		}
 	})
 	t.Run("controls not interleaved (older files): the median rule", func(t *testing.T) {

@@ -117,9 +117,6 @@ func EstimateDrift(oldRun, newRun *Results, decl func(mcell) Metric, alpha float
 		if !ok1 || !ok2 || !oc.m.Measured() || !nc.m.Measured() || oc.m.Summary.P50 <= 0 {
 			continue
 		}
-		if oc.m.Extra[ExtraControlMethod] != nc.m.Extra[ExtraControlMethod] {
-			continue // taken two ways: their factor is the method's, not the machine's
-		}
 		cd := ControlDrift{Metric: name, Factor: nc.m.Summary.P50 / oc.m.Summary.P50, P: math.NaN(),
 			Interleaved: oc.m.Extra[ExtraInterleaved] == 1 && nc.m.Extra[ExtraInterleaved] == 1,
 			oldS:        oc.m.Samples, newS: nc.m.Samples}

@@ -122,14 +122,6 @@ type Run struct {
 // figures, and compare compares their medians only.
 const ExtraInterleaved = "interleaved"
 
-// ExtraControlMethod, in a control measurement's Extra, numbers how the control was taken
-// when that changed in a way that changes its figure: compare pairs a control of two runs
-// only when they agree (absent counts as 0), since a factor between two methods measures
-// the method, not the machine. Sync controls: absent, one unit of work before and one
-// after each sync; 2, units back to back through the sync, each with a nap whose
-// overshoot is the wait for a core (about +30% on an idle machine).
-const ExtraControlMethod = "controlMethod"
-
 // Units of Measurement.Unit.
 const (
 	// UnitSeconds is wall time in seconds. Larger is worse.

@@ -56,19 +56,19 @@ func seconds(ds []time.Duration) []float64 {
 // service, and wait until the change is programmed); a full sync rewrites everything on
 // the current state.
 //
-// control, when not nil, is the machine control: it runs through every timed sync (see
-// controlDuring), and its sample i (kind "full-control" or "partial-control", marked
-// reports.ExtraInterleaved) is what it measured in the window of sync i, so that compare
-// can judge each sync against the machine it ran on.
+// control, when not nil, is the machine control: it is called twice around every timed
+// sync (just before and just after it), and the sum of its two durations is sample i of
+// the control measurement (kind "full-control" or "partial-control", marked
+// reports.ExtraInterleaved), so that compare can judge each sync against the machine it ran on.
 func Sync(ctx context.Context, ag cluster.Proxy, full bool, repeats int, change func(ctx context.Context, i int) error, control func() time.Duration, extra map[string]string) ([]Measurement, error) {
 	var total, gen, apply, cpu, ctl []time.Duration
 	var bytes, rules, changed []float64
 	var unplanned []agent.SyncRecord
 	for i := range repeats {
 		var rec agent.SyncRecord
-		var stopControl func() time.Duration
+		var before time.Duration
 		if control != nil {
-			stopControl = controlDuring(func() time.Duration { return control() + wakeDelay() })
+			before = control()
 		}
 		if full {
 			r, err := ag.ForceSync(ctx, true)
@@ -87,8 +87,8 @@ func Sync(ctx context.Context, ag cluster.Proxy, full bool, repeats int, change 
 			}
 			rec = r
 		}
-		if stopControl != nil {
-			ctl = append(ctl, stopControl())
+		if control != nil {
+			ctl = append(ctl, before+control())
 		}
 		total = append(total, rec.Duration())
 		gen = append(gen, rec.Result.Generate+rec.View)
@@ -124,7 +124,7 @@ func Sync(ctx context.Context, ag cluster.Proxy, full bool, repeats int, change 
 	if len(ctl) == len(total) && len(ctl) > 0 {
 		c := mk(reports.MeasureSync, "s", seconds(ctl))
 		c.Params["kind"] = kind + "-control"
-		c.Extra = map[string]float64{reports.ExtraInterleaved: 1, reports.ExtraControlMethod: syncControlMethod}
+		c.Extra = map[string]float64{reports.ExtraInterleaved: 1}
 		out = append(out, c)
 	}
 	// Full syncs that came where a partial one was timed are kept apart, with their
@@ -142,66 +142,6 @@ func Sync(ctx context.Context, ag cluster.Proxy, full bool, repeats int, change 
 		mk(reports.MeasureSyncRules, "count", rules),
 		mk(reports.MeasureSyncChangedServices, "count", changed),
 	), nil
-}
-
-// controlDuring starts the machine control for one timed sync and returns the function
-// that ends it and gives the sample. The control's unit runs once before the sync
-// starts, then back to back in a goroutine of its own throughout the sync, and once more
-// after it; the sample is twice the mean unit. (Sync's unit is MachineWork plus a nap's
-// wake-up delay, see wakeDelay.)
-//
-// Sharing the window is the point: what slows a sync on a busy machine is competition for
-// the cores while the sync's own processes (the proxy, its restore tool, the kernel's work
-// on their behalf) are runnable, and a control run only around the sync, when they are not,
-// meets a busy loop with a core to spare and sees nothing. It runs back to back, not paced,
-// because a thread that asks for less than its fair share of the cores is scheduled as soon
-// as it wakes and would not see the competition either; asking for a whole core, it gets
-// the share any runnable thread gets, as the sync does.
-func controlDuring(control func() time.Duration) (stop func() time.Duration) {
-	units := []time.Duration{control()}
-	done := make(chan struct{})
-	during := make(chan []time.Duration, 1)
-	go func() {
-		var ds []time.Duration
-		for {
-			select {
-			case <-done:
-				during <- ds
-				return
-			default:
-				ds = append(ds, control())
-			}
-		}
-	}()
-	return func() time.Duration {
-		close(done)
-		units = append(units, <-during...)
-		units = append(units, control())
-		var sum time.Duration
-		for _, d := range units {
-			sum += d
-		}
-		return 2 * sum / time.Duration(len(units))
-	}
-}
-
-// syncControlMethod is the sync control's reports.ExtraControlMethod: units through the
-// sync, each with a nap.
-const syncControlMethod = 2
-
-// wakeNap is how long the control naps after each unit of work.
-const wakeNap = 50 * time.Microsecond
-
-// wakeDelay naps for wakeNap and returns how much longer than that the nap took: the
-// time a thread that wakes waits for a core. A partial sync is a handful of such
-// wake-ups (the proxy's, its restore tool's, their pipes'), and a busy machine slows it
-// by making each wait for a core far more than by taking CPU from it (+60-75% at 1k
-// beside one busy loop, while the work's own share moved x1.05-1.12); without the nap,
-// the control would see only the share.
-func wakeDelay() time.Duration {
-	start := time.Now()
-	time.Sleep(wakeNap)
-	return max(time.Since(start)-wakeNap, 0)
 }
 
 // MachineWork is the sync's machine control: a fixed amount of CPU and memory work

@@ -3,7 +3,6 @@ package measure
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,37 +90,14 @@ func TestSyncPartialNeverRecordsAFullSync(t *testing.T) {
 	}
 }
 
-// TestSyncControlSharesTheSyncWindow: the machine control runs through every timed sync,
-// not only around it, so that it meets what the sync meets; its sample i is twice its
-// mean unit in sync i's window, of kind "<kind>-control", marked interleaved. The control
-// here is slow (4 ms) only while the sync runs, as a busy machine is to a control that
-// competes with the sync's own processes: timed only before and after, it would give
-// 1+1 ms and see nothing. Without a control function there is no control measurement.
-func TestSyncControlSharesTheSyncWindow(t *testing.T) {
-	p := &scriptedProxy{script: [][]agent.SyncRecord{{syncRec(false, time.Second)}}}
-	var syncing atomic.Bool
-	var unitsDuring atomic.Int32
-	seen := make(chan struct{})
-	control := func() time.Duration {
-		if syncing.Load() {
-			if unitsDuring.Add(1) == 3 {
-				close(seen)
-			}
-			return 4 * time.Millisecond
-		}
-		return time.Millisecond
-	}
-	change := func(ctx context.Context, i int) error {
-		syncing.Store(true)
-		defer syncing.Store(false)
-		select { // the sync lasts until the control has run three units inside it
-		case <-seen:
-		case <-time.After(10 * time.Second):
-			return errors.New("the control never ran while the sync did")
-		}
-		return p.change(ctx, i)
-	}
-	ms, err := Sync(context.Background(), p, false, 1, change, control, nil)
+// TestSyncBracketsEachSyncWithTheControl: the machine control is timed before and after
+// every timed sync, its sum is sample i of kind "<kind>-control", marked interleaved;
+// without a control function there is no control measurement.
+func TestSyncBracketsEachSyncWithTheControl(t *testing.T) {
+	p := &scriptedProxy{script: [][]agent.SyncRecord{{syncRec(false, time.Second)}, {syncRec(false, 2*time.Second)}}}
+	calls := 0
+	control := func() time.Duration { calls++; return time.Duration(calls) * time.Millisecond }
+	ms, err := Sync(context.Background(), p, false, 2, p.change, control, nil)
 	require.NoError(t, err)
 	var ctl *Measurement
 	for i := range ms {
@@ -130,10 +106,9 @@ func TestSyncControlSharesTheSyncWindow(t *testing.T) {
 		}
 	}
 	require.NotNil(t, ctl)
-	require.Len(t, ctl.Samples, 1)
-	assert.Greater(t, ctl.Samples[0], 0.002, "the control must see the sync's window, not only its edges")
-	assert.Less(t, ctl.Samples[0], 0.008)
+	assert.Equal(t, []float64{0.003, 0.007}, ctl.Samples) // 1+2 ms, 3+4 ms
 	assert.Equal(t, 1.0, ctl.Extra[reports.ExtraInterleaved])
+	assert.Equal(t, 4, calls)
 
 	p = &scriptedProxy{script: [][]agent.SyncRecord{{syncRec(false, time.Second)}}}
 	ms, err = Sync(context.Background(), p, false, 1, p.change, nil, nil)
@@ -141,12 +116,4 @@ func TestSyncControlSharesTheSyncWindow(t *testing.T) {
 	for _, m := range ms {
 		assert.NotEqual(t, "partial-control", m.Params["kind"])
 	}
-}
-
-// TestControlDuringIsTwiceTheMeanUnit: on an idle machine (every unit alike) the sample is
-// the sum of one unit before and one after, the figure controls had when they were timed
-// around the sync, so that files of both kinds stay comparable.
-func TestControlDuringIsTwiceTheMeanUnit(t *testing.T) {
-	stop := controlDuring(func() time.Duration { return 3 * time.Millisecond })
-	assert.Equal(t, 6*time.Millisecond, stop())
 }
